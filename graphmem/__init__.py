@@ -1,0 +1,84 @@
+"""graphmem: long-term memory for LLM agents that learns which memories help."""
+
+from graphmem.config import (
+    MEMRL_DEFAULT,
+    SIMILARITY_ONLY,
+    MemoryConfig,
+    RetrievalConfig,
+    RetrievePolicy,
+    UpdateStrategy,
+    preset,
+)
+from graphmem.embedding import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphmem.errors import (
+    DimensionMismatch,
+    EmptyContent,
+    GraphmemError,
+    ImportFormatError,
+    InvalidInput,
+    InvalidNamespace,
+    InvalidVector,
+    LLMError,
+    MemoryNotFound,
+    StoreError,
+)
+from graphmem.memory import GraphMemory
+from graphmem.models import (
+    Edge,
+    EdgeKind,
+    Episode,
+    Granularity,
+    Hit,
+    KeyMode,
+    MemoryKind,
+    Note,
+    Procedure,
+    Step,
+    Task,
+    Tip,
+    Trajectory,
+    TrajectoryStep,
+)
+from graphmem.stores.base import MemoryStore
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MEMRL_DEFAULT",
+    "SIMILARITY_ONLY",
+    "DimensionMismatch",
+    "Edge",
+    "EdgeKind",
+    "Embedder",
+    "EmptyContent",
+    "Episode",
+    "GraphMemory",
+    "GraphmemError",
+    "Granularity",
+    "HashingEmbedder",
+    "Hit",
+    "ImportFormatError",
+    "InvalidInput",
+    "InvalidNamespace",
+    "InvalidVector",
+    "KeyMode",
+    "LLMError",
+    "MemoryConfig",
+    "MemoryKind",
+    "MemoryNotFound",
+    "MemoryStore",
+    "Note",
+    "Procedure",
+    "RetrievalConfig",
+    "RetrievePolicy",
+    "SentenceTransformerEmbedder",
+    "Step",
+    "StoreError",
+    "Task",
+    "Tip",
+    "Trajectory",
+    "TrajectoryStep",
+    "UpdateStrategy",
+    "__version__",
+    "preset",
+]

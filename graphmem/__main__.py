@@ -1,0 +1,7 @@
+"""``python -m graphmem`` runs the CLI."""
+
+import sys
+
+from graphmem.cli import main
+
+sys.exit(main())

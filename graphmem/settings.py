@@ -1,0 +1,99 @@
+"""Settings from the environment, read in this one place (never at import time).
+
+| variable | meaning | default |
+| --- | --- | --- |
+| ``GRAPHMEM_STORE`` | directory of the embedded store | ``./graphmem-data`` |
+| ``GRAPHMEM_NEO4J_URI`` | use Neo4j at this URI (``bolt://`` or ``neo4j://``) | unset: embedded |
+| ``GRAPHMEM_NEO4J_USER`` / ``GRAPHMEM_NEO4J_PASSWORD`` | Neo4j credentials | ``neo4j`` / unset |
+| ``GRAPHMEM_NEO4J_DATABASE`` | Neo4j database | ``neo4j`` |
+| ``GRAPHMEM_EMBEDDER`` | ``minilm`` (offline all-MiniLM-L6-v2) or ``hashing`` | ``minilm`` |
+| ``GRAPHMEM_LLM_BASE_URL`` | OpenAI-compatible endpoint for the LLM steps | unset: fallbacks |
+| ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY`` | model name / key (or ``OPENAI_API_KEY``) | |
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graphmem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from graphmem.embedding import Embedder
+    from graphmem.llm import MemoryLLM
+    from graphmem.memory import GraphMemory
+    from graphmem.stores.base import MemoryStore
+
+
+@dataclass(frozen=True)
+class Settings:
+    store_path: Path = Path("graphmem-data")
+    neo4j_uri: str | None = None
+    neo4j_user: str = "neo4j"
+    neo4j_password: str | None = field(default=None, repr=False)
+    neo4j_database: str = "neo4j"
+    embedder: str = "minilm"
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        embedder = e.get("GRAPHMEM_EMBEDDER", "minilm").strip().lower()
+        if embedder not in ("minilm", "hashing"):
+            raise ConfigError(f"GRAPHMEM_EMBEDDER must be 'minilm' or 'hashing', not {embedder!r}")
+        return cls(
+            store_path=Path(e.get("GRAPHMEM_STORE", "graphmem-data")),
+            neo4j_uri=e.get("GRAPHMEM_NEO4J_URI") or None,
+            neo4j_user=e.get("GRAPHMEM_NEO4J_USER", "neo4j"),
+            neo4j_password=e.get("GRAPHMEM_NEO4J_PASSWORD") or None,
+            neo4j_database=e.get("GRAPHMEM_NEO4J_DATABASE", "neo4j"),
+            embedder=embedder,
+            llm_base_url=e.get("GRAPHMEM_LLM_BASE_URL") or None,
+            llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
+            llm_api_key=e.get("GRAPHMEM_LLM_API_KEY") or e.get("OPENAI_API_KEY") or None,
+        )
+
+    @property
+    def backend(self) -> str:
+        return "neo4j" if self.neo4j_uri else "embedded"
+
+    def open_store(self) -> MemoryStore:
+        """The store these settings name: Neo4j when a URI is set, else the embedded store."""
+        if self.neo4j_uri:
+            from graphmem.stores.neo4j import Neo4jStore
+
+            return Neo4jStore.from_uri(
+                self.neo4j_uri,
+                user=self.neo4j_user,
+                password=self.neo4j_password,
+                database=self.neo4j_database,
+            )
+        from graphmem.stores.embedded import EmbeddedStore
+
+        return EmbeddedStore.open(self.store_path)
+
+    def make_embedder(self) -> Embedder:
+        from graphmem.embedding import HashingEmbedder, SentenceTransformerEmbedder
+
+        return HashingEmbedder() if self.embedder == "hashing" else SentenceTransformerEmbedder()
+
+    def make_llm(self) -> MemoryLLM | None:
+        if not self.llm_base_url:
+            return None
+        from graphmem.llm import MemoryLLM
+
+        return MemoryLLM.from_openai(
+            base_url=self.llm_base_url,
+            model=self.llm_model or "default",
+            api_key=self.llm_api_key or "not-needed",
+        )
+
+    def open_memory(self) -> GraphMemory:
+        from graphmem.memory import GraphMemory
+
+        return GraphMemory(self.open_store(), embedder=self.make_embedder(), llm=self.make_llm())

@@ -1,0 +1,318 @@
+"""The one store interface: a handful of primitives every backend implements.
+
+The memory operations (build, retrieve, update, evolve) are written once on top of these
+primitives, so the embedded store and Neo4j behave the same; ``graphmem.testing`` holds the
+conformance suite both must pass.
+
+Contract, for every primitive:
+
+- ``namespace`` is required and validated; nothing ever crosses namespaces.
+- A call that raises changed nothing (writes are all-or-nothing per call).
+- A call that returned has been made durable (acknowledged writes survive a crash).
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from typing import IO, Any, Literal
+
+from graphmem.errors import ImportFormatError, InvalidInput, MemoryNotFound
+from graphmem.models import (
+    IMMUTABLE_FIELDS,
+    UTILITY_FIELDS,
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    GraphmemModel,
+    MemoryKind,
+    check_id,
+    check_namespace,
+    check_vector,
+    memory_from_dict,
+)
+
+Direction = Literal["out", "in", "both"]
+
+EXPORT_FORMAT = "graphmem.jsonl/1"
+
+OWNED_BY: dict[MemoryKind, tuple[EdgeKind, ...]] = {
+    MemoryKind.STEP: (EdgeKind.FIRST_STEP, EdgeKind.NEXT),
+}
+"""Kinds that only exist as part of another memory: a Step with no incoming FIRST_STEP/NEXT
+edge left is an orphan and is deleted with what owned it."""
+
+ABOUT_KINDS: tuple[MemoryKind, ...] = (MemoryKind.TIP,)
+"""Kinds that only make sense attached (ABOUT) to something: orphaned when their last ABOUT
+target is deleted."""
+
+
+class Recall(GraphmemModel):
+    """A vector-recall candidate: the memory and its cosine similarity to the query."""
+
+    memory: AnyMemory
+    sim: float
+
+
+class MemoryStore(ABC):
+    """Abstract store of the memory graph. See the module docstring for the contract."""
+
+    # ---- schema -------------------------------------------------------------------------
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int | None:
+        """The embedding dimension the store holds, or None before the first vector."""
+
+    @abstractmethod
+    def check_dimension(self, dimension: int) -> None:
+        """Fix the store's dimension on first use; raise DimensionMismatch if it differs."""
+
+    # ---- writes -------------------------------------------------------------------------
+
+    @abstractmethod
+    def upsert(
+        self,
+        nodes: Sequence[AnyMemory] = (),
+        edges: Sequence[Edge] = (),
+        *,
+        keep_utility: bool = True,
+    ) -> None:
+        """Insert or replace nodes and edges in one atomic, durable write.
+
+        Replacing a node keeps its utility statistics (q, q_updates, uses, successes) unless
+        ``keep_utility`` is False (import); only :meth:`update_utility` moves them. Edges must
+        join nodes of the edge's namespace that exist or are in this call; an edge that exists
+        already has its props merged. A node id that exists in the namespace with another kind is
+        rejected.
+        """
+
+    @abstractmethod
+    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
+        """Set fields of one memory (not id/namespace/kind/utility); returns the new value."""
+
+    @abstractmethod
+    def update_utility(
+        self,
+        namespace: str,
+        memory_ids: Sequence[str],
+        reward: float,
+        alpha: float,
+        *,
+        success: bool | None = None,
+    ) -> list[AnyMemory]:
+        """Atomically apply ``q ← q + α(r − q)`` and count a use (and a success) per memory.
+
+        Concurrent calls lose no update. Missing ids raise MemoryNotFound and change nothing.
+        """
+
+    @abstractmethod
+    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        """Delete memories, their edges and the orphans they leave; return all deleted ids."""
+
+    # ---- reads --------------------------------------------------------------------------
+
+    @abstractmethod
+    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        """The memories that exist among ``memory_ids``, in the order asked."""
+
+    @abstractmethod
+    def edges(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        """Edges touching one memory, optionally of some kinds, in a stable order."""
+
+    @abstractmethod
+    def recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[Recall]:
+        """Top-k memories of the namespace by cosine similarity to ``vector``, best first.
+
+        Returns k results whenever the namespace holds k matching memories, however many
+        other namespaces hold. Obsolete memories are skipped unless asked for.
+        """
+
+    @abstractmethod
+    def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
+        """A memory of this kind with this content hash, if any (for deduplication)."""
+
+    @abstractmethod
+    def iter_nodes(
+        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
+    ) -> Iterator[AnyMemory]:
+        """All memories (of a namespace, of some kinds), in a stable order."""
+
+    @abstractmethod
+    def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
+        """All edges (of a namespace), in a stable order."""
+
+    @abstractmethod
+    def namespaces(self) -> list[str]:
+        """Namespaces that hold at least one memory, sorted."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release files, locks and connections. Idempotent."""
+
+    # ---- conveniences written once on the primitives -----------------------------------
+
+    def get(self, namespace: str, memory_id: str) -> AnyMemory:
+        """One memory, or MemoryNotFound."""
+        check_namespace(namespace)
+        check_id(memory_id)
+        found = self.get_many(namespace, [memory_id])
+        if not found:
+            raise MemoryNotFound(memory_id, namespace)
+        return found[0]
+
+    def neighbours(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[tuple[Edge, AnyMemory]]:
+        """Edges touching a memory with the memory at their other end."""
+        found = self.edges(namespace, memory_id, kinds=kinds, direction=direction)
+        other_ids = [e.dst if e.src == memory_id else e.src for e in found]
+        by_id = {m.id: m for m in self.get_many(namespace, list(dict.fromkeys(other_ids)))}
+        return [(e, by_id[o]) for e, o in zip(found, other_ids, strict=True) if o in by_id]
+
+    def counts(self, namespace: str | None = None) -> dict[str, int]:
+        """Number of memories per kind, and of edges, for ``graphmem stats``."""
+        out: dict[str, int] = {kind.value: 0 for kind in MemoryKind}
+        for memory in self.iter_nodes(namespace):
+            out[memory.kind] += 1
+        out["edges"] = sum(1 for _ in self.iter_edges(namespace))
+        return out
+
+    def export_jsonl(self, out: IO[str], namespace: str | None = None) -> int:
+        """Write the graph (or one namespace) as JSON Lines; returns the number of lines."""
+        if namespace is not None:
+            check_namespace(namespace)
+        header = {"type": "header", "format": EXPORT_FORMAT, "dimension": self.dimension}
+        out.write(json.dumps(header) + "\n")
+        n = 1
+        for memory in self.iter_nodes(namespace):
+            out.write(json.dumps({"type": "node", **memory.model_dump(mode="json")}) + "\n")
+            n += 1
+        for edge in self.iter_edges(namespace):
+            out.write(json.dumps({"type": "edge", **edge.model_dump(mode="json")}) + "\n")
+            n += 1
+        return n
+
+    def import_jsonl(
+        self, lines: Iterable[str], *, namespace: str | None = None, batch_size: int = 500
+    ) -> tuple[int, int]:
+        """Import an export; all lines are validated before anything is written.
+
+        ``namespace`` moves every record into that namespace (e.g. to copy memories between
+        tenants). Returns (nodes, edges) imported.
+        """
+        if namespace is not None:
+            check_namespace(namespace)
+        nodes: list[AnyMemory] = []
+        edges: list[Edge] = []
+        for line_no, raw in _numbered(lines):
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError as e:
+                raise ImportFormatError(line_no, f"not JSON ({e.msg})") from e
+            if not isinstance(record, dict):
+                raise ImportFormatError(line_no, "each line must be a JSON object")
+            kind = record.pop("type", None)
+            if namespace is not None and kind in ("node", "edge"):
+                record["namespace"] = namespace
+            try:
+                if kind == "header":
+                    if record.get("format") != EXPORT_FORMAT:
+                        raise ImportFormatError(line_no, f"unknown format {record.get('format')!r}")
+                    dim = record.get("dimension")
+                    if dim is not None:
+                        self.check_dimension(int(dim))
+                elif kind == "node":
+                    memory = memory_from_dict(record)
+                    if memory.embedding is not None:
+                        check_vector(memory.embedding, self.dimension)
+                    nodes.append(memory)
+                elif kind == "edge":
+                    edges.append(Edge(**record))
+                else:
+                    raise ImportFormatError(line_no, f"unknown record type {kind!r}")
+            except ImportFormatError:
+                raise
+            except InvalidInput as e:
+                raise ImportFormatError(line_no, str(e)) from e
+        self._check_import_edges(nodes, edges)
+        for start in range(0, len(nodes), batch_size):
+            self.upsert(nodes[start : start + batch_size], keep_utility=False)
+        for start in range(0, len(edges), batch_size):
+            self.upsert((), edges[start : start + batch_size])
+        return len(nodes), len(edges)
+
+    def _check_import_edges(self, nodes: Sequence[AnyMemory], edges: Sequence[Edge]) -> None:
+        """Reject an import whose edges point at nodes neither imported nor present."""
+        known = {(m.namespace, m.id) for m in nodes}
+        missing: dict[str, list[str]] = {}
+        for edge in edges:
+            for end in (edge.src, edge.dst):
+                if (edge.namespace, end) not in known:
+                    missing.setdefault(edge.namespace, []).append(end)
+        for ns, ids in missing.items():
+            unique = list(dict.fromkeys(ids))
+            found = {m.id for m in self.get_many(ns, unique)}
+            lost = [i for i in unique if i not in found]
+            if lost:
+                raise ImportFormatError(0, f"edges point at unknown memories, e.g. {lost[0]!r}")
+
+
+def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """Number the lines of an import, turning undecodable bytes into an ImportFormatError."""
+    it = iter(lines)
+    line_no = 0
+    while True:
+        line_no += 1
+        try:
+            raw = next(it)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise ImportFormatError(line_no, "not valid UTF-8 text") from e
+        yield line_no, raw
+
+
+def check_patch(changes: dict[str, Any]) -> None:
+    """Reject patches of identity or utility fields (shared by the stores)."""
+    bad = sorted(set(changes) & (IMMUTABLE_FIELDS | UTILITY_FIELDS | {"embedding"}))
+    if bad:
+        raise InvalidInput(
+            f"cannot patch {', '.join(bad)}: identity is fixed, utility moves only through "
+            "update_utility, and embeddings through upsert"
+        )
+    if not changes:
+        raise InvalidInput("a patch needs at least one field")
+
+
+def check_alpha_reward(alpha: float, reward: float) -> None:
+    import math
+
+    if not (math.isfinite(alpha) and 0.0 < alpha <= 1.0):
+        raise InvalidInput(f"alpha must be in (0, 1], got {alpha!r}")
+    if not math.isfinite(reward):
+        raise InvalidInput(f"reward must be a finite number, got {reward!r}")
