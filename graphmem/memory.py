@@ -21,11 +21,11 @@ from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
     from graphmem.build import BuildResult
-    from graphmem.episodes import EpisodeOutcome
+    from graphmem.episodes import EpisodeOutcome, QChange
     from graphmem.evolve import EvolutionResult
     from graphmem.history import History
     from graphmem.llm import MemoryLLM
-    from graphmem.models import Note
+    from graphmem.models import Episode, Note
     from graphmem.retrieve import Retrieval
     from graphmem.update import UpdateResult
 
@@ -112,12 +112,34 @@ class GraphMemory:
         config: RetrievalConfig | None = None,
         *,
         open_episode: bool = False,
+        episode_id: str | None = None,
         **overrides: Any,
     ) -> Retrieval:
-        """Two-phase retrieval; ``open_episode=True`` records what was handed to the agent."""
+        """Two-phase retrieval; ``open_episode=True`` records what was handed to the agent
+        (``episode_id`` adds to an episode from :meth:`start_episode` instead)."""
         from graphmem.retrieve import retrieve
 
-        return retrieve(self, namespace, query, config, open_episode=open_episode, **overrides)
+        return retrieve(
+            self,
+            namespace,
+            query,
+            config,
+            open_episode=open_episode,
+            episode_id=episode_id,
+            **overrides,
+        )
+
+    def start_episode(self, namespace: str, task_text: str) -> Episode:
+        """Open an episode for an agent that retrieves several times in one run."""
+        from graphmem.episodes import start_episode
+
+        return start_episode(self, namespace, task_text)
+
+    def q_history(self, namespace: str, memory_id: str) -> list[QChange]:
+        """The finished episodes that moved a memory's Q, oldest first."""
+        from graphmem.episodes import q_history
+
+        return q_history(self, namespace, memory_id)
 
     def finish_episode(
         self,

@@ -12,6 +12,7 @@ marker. Edges are :class:`Edge` records of one :class:`EdgeKind`. See DESIGN.md 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import uuid
@@ -237,11 +238,29 @@ class Note(Memory):
     tags: list[str] = Field(default_factory=list)
     context: str = Field(default="", description="One-sentence description of the note.")
     category: str = ""
+    data: str | None = Field(
+        default=None,
+        description="Optional JSON payload kept verbatim (e.g. a LangGraph store item's value).",
+    )
 
     @field_validator("content")
     @classmethod
     def _content(cls, v: str) -> str:
         return _check_text(v, "content", required=True)
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        _check_text(v, "data", required=False)
+        try:
+            json.loads(v)
+        except ValueError as e:
+            from graphmem.errors import InvalidInput
+
+            raise InvalidInput(f"data must be a JSON document: {e}") from e
+        return v
 
     def embed_text(self) -> str:
         parts = [self.content, self.context, " ".join(self.keywords), " ".join(self.tags)]

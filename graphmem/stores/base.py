@@ -194,6 +194,8 @@ class MemoryStore(ABC):
 
     def counts(self, namespace: str | None = None) -> dict[str, int]:
         """Number of memories per kind, and of edges, for ``graphmem stats``."""
+        if namespace is not None:
+            check_namespace(namespace)
         out: dict[str, int] = {kind.value: 0 for kind in MemoryKind}
         for memory in self.iter_nodes(namespace):
             out[memory.kind] += 1

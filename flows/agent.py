@@ -1,0 +1,223 @@
+"""Agent flow: retrieve → act in an environment → finish the episode → update → evolve.
+
+The retrieve, update and evolve flows are composed as subgraphs around an acting loop (one
+policy step per graph step, so every step can be streamed or interrupted)::
+
+    START → start → retrieve* → begin → act ⟲ → finish → update* → learn → evolve* → END
+
+(* subgraphs; with ``use_memory=False`` the starred steps and ``learn`` are skipped, which is the
+no-memory baseline of the same agent). The environment, the policy and the memory come from the
+run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"seed": n}`` in.
+
+Each policy step is a graph step, so a run needs a recursion limit above the step budget;
+:func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal, cast
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from flows.evolve import build_evolve_graph
+from flows.retrieve import build_retrieve_graph
+from flows.state import AgentContext, AgentState, StepRecord, resolve
+from flows.update import build_update_graph
+from graphmem.build import procedure_chain
+from graphmem.errors import ConfigError
+from graphmem.memory import GraphMemory
+from graphmem.models import Hit, Note, Procedure, Tip
+
+log = logging.getLogger(__name__)
+
+RECURSION_MARGIN = 20
+"""Graph steps of a run besides the policy steps (start, retrieve, begin, finish, ...)."""
+
+
+def default_hints(memory: GraphMemory, namespace: str, task: str, hits: Sequence[Hit]) -> list[str]:
+    """Hints for a policy: successful procedures as ``;``-joined actions, notes, tips."""
+    hints: list[str] = []
+    for hit in hits:
+        m = hit.memory
+        if isinstance(m, Procedure) and m.success:
+            steps, _ = procedure_chain(memory.store, namespace, m.id)
+            if steps:
+                hints.append("; ".join(s.action for s in steps))
+        elif isinstance(m, Note):
+            hints.append(m.content)
+        elif isinstance(m, Tip):
+            hints.append(m.text if m.polarity == "prefer" else f"avoid: {m.text}")
+    return hints
+
+
+def _agent_context(runtime: Runtime[AgentContext]) -> AgentContext:
+    ctx = runtime.context
+    if not isinstance(ctx, AgentContext) or ctx.env is None or ctx.policy is None:
+        raise ConfigError(
+            "the agent flow needs context=AgentContext(namespace=..., memory=..., env=..., "
+            "policy=...)"
+        )
+    return ctx
+
+
+def build_agent_graph(
+    memory: GraphMemory | None = None,
+) -> StateGraph[AgentState, AgentContext, AgentState, AgentState]:
+    """The agent graph, uncompiled; ``memory`` is used when the run context has none."""
+
+    def start(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        ctx = _agent_context(runtime)
+        assert ctx.env is not None
+        obs = ctx.env.reset(state["seed"], ctx.fold)
+        first_line = obs.text.strip().split("\n", 1)[0][:300]
+        task = " ".join(p for p in (ctx.task_prefix, obs.task.strip(), first_line) if p)
+        return {
+            "task": task or "text game",
+            "query": task or "text game",
+            "open_episode": True,
+            "episode_id": None,
+            "hits": [],
+            "prompt": "",
+            "observation": obs.text,
+            "valid_actions": list(obs.valid_actions),
+            "inventory": obs.inventory,
+            "steps": [],
+            "done": False,
+            "success": False,
+            "score": 0.0,
+            "new_memory_ids": [],
+        }
+
+    def after_start(state: AgentState, runtime: Runtime[AgentContext]) -> str:
+        return "retrieve" if _agent_context(runtime).use_memory else "begin"
+
+    def begin(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        ctx = _agent_context(runtime)
+        assert ctx.policy is not None
+        hints: list[str] = []
+        if ctx.use_memory and state.get("hits"):
+            mem, namespace, _ = resolve(runtime, memory)
+            ids = [h["memory_id"] for h in state["hits"]]
+            found = {m.id: m for m in mem.store.get_many(namespace, ids)}
+            hits = [
+                Hit(
+                    memory=found[h["memory_id"]],
+                    rank=h["rank"],
+                    sim=h["sim"],
+                    q=h["q"],
+                    z_sim=h["z_sim"],
+                    z_q=h["z_q"],
+                    score=h["score"],
+                )
+                for h in state["hits"]
+                if h["memory_id"] in found
+            ]
+            hints = (ctx.hints or default_hints)(mem, namespace, state["task"], hits)
+        ctx.policy.begin(state["task"], hints=hints, seed=state["seed"])
+        return {"hints": hints}
+
+    def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        ctx = _agent_context(runtime)
+        assert ctx.env is not None and ctx.policy is not None
+        decision = ctx.policy.act(
+            state["observation"], state["valid_actions"], state.get("inventory", "")
+        )
+        result = ctx.env.step(decision.action)
+        ctx.policy.feedback(decision.action, result.observation.text, result.reward)
+        obs = result.observation
+        step = StepRecord(
+            thought=decision.thought,
+            action=decision.action,
+            observation=obs.text,
+            reward=float(result.reward),
+        )
+        return {
+            "steps": [*state.get("steps", []), step],
+            "observation": obs.text,
+            "valid_actions": list(obs.valid_actions),
+            "inventory": obs.inventory,
+            "done": bool(result.done),
+            "success": bool(obs.success),
+            "score": float(obs.score),
+        }
+
+    def after_act(state: AgentState) -> Literal["act", "finish"]:
+        return "finish" if state.get("done") else "act"
+
+    def finish(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        ctx = _agent_context(runtime)
+        cfg = ctx.memory.config if ctx.memory is not None else (memory.config if memory else None)
+        success = bool(state.get("success"))
+        if cfg is not None:
+            reward = cfg.success_reward if success else cfg.failure_reward
+        else:
+            reward = 1.0 if success else 0.0
+        steps = state.get("steps", [])
+        trajectory = {
+            "task": state["task"],
+            "steps": [
+                {"thought": s["thought"], "action": s["action"], "observation": s["observation"]}
+                for s in steps
+            ],
+            "reward": reward,
+            "success": success,
+            "metadata": {"seed": state["seed"], "score": state.get("score", 0.0)},
+        }
+        log.debug("seed %s: success=%s in %d steps", state["seed"], success, len(steps))
+        return {"reward": reward, "trajectory": trajectory}
+
+    def after_finish(state: AgentState, runtime: Runtime[AgentContext]) -> str:
+        return "update" if _agent_context(runtime).use_memory else END
+
+    def learn(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        ctx = _agent_context(runtime)
+        if ctx.learn is None:
+            return {}
+        mem, namespace, _ = resolve(runtime, memory)
+        extra = ctx.learn(mem, namespace, state)
+        ids = list(dict.fromkeys([*state.get("new_memory_ids", []), *extra]))
+        return {"new_memory_ids": ids}
+
+    builder = StateGraph(AgentState, context_schema=AgentContext)
+    builder.add_node("start", start)
+    builder.add_node("retrieve", build_retrieve_graph(memory).compile())
+    builder.add_node("begin", begin)
+    builder.add_node("act", act)
+    builder.add_node("finish", finish)
+    builder.add_node("update", build_update_graph(memory).compile())
+    builder.add_node("learn", learn)
+    builder.add_node("evolve", build_evolve_graph(memory).compile())
+    builder.add_edge(START, "start")
+    builder.add_conditional_edges("start", after_start, ["retrieve", "begin"])
+    builder.add_edge("retrieve", "begin")
+    builder.add_edge("begin", "act")
+    builder.add_conditional_edges("act", after_act, ["act", "finish"])
+    builder.add_conditional_edges("finish", after_finish, ["update", END])
+    builder.add_edge("update", "learn")
+    builder.add_edge("learn", "evolve")
+    builder.add_edge("evolve", END)
+    return builder
+
+
+def run_task(
+    graph: CompiledStateGraph[AgentState, AgentContext, AgentState, AgentState],
+    seed: int,
+    context: AgentContext,
+) -> AgentState:
+    """Run one task (``seed``) through a compiled agent graph, with a fitting recursion limit."""
+    if context.env is None:
+        raise ConfigError("run_task needs context.env")
+    limit = int(context.env.step_budget) + RECURSION_MARGIN
+    return cast(
+        AgentState,
+        graph.invoke({"seed": seed}, context=context, config={"recursion_limit": limit}),
+    )
+
+
+graph: CompiledStateGraph[AgentState, AgentContext, AgentState, AgentState] = (
+    build_agent_graph().compile(name="graphmem-agent").with_config(recursion_limit=10_000)
+)

@@ -1,0 +1,61 @@
+"""Retrieve flow: two-phase retrieval as a LangGraph graph (usable alone or as a subgraph).
+
+State :class:`~flows.state.RetrieveState`: ``query`` in; ``hits`` (with score parts),
+``prompt`` and ``episode_id`` out.
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> from flows.state import MemoryContext
+>>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+>>> _ = mem.add_note("demo", "The spare key is under the blue flower pot.")
+>>> ctx = MemoryContext(namespace="demo", memory=mem, retrieval=mem.config.retrieval.model_copy(
+...     update={"kinds": ("Note",)}))
+>>> out = graph.invoke({"query": "where is the spare key?"}, context=ctx)
+>>> [h["kind"] for h in out["hits"]], out["episode_id"] is not None
+(['Note'], True)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from flows.state import MemoryContext, RetrieveState, hit_record, resolve
+from graphmem.memory import GraphMemory
+
+
+def build_retrieve_graph(
+    memory: GraphMemory | None = None,
+) -> StateGraph[RetrieveState, MemoryContext, RetrieveState, RetrieveState]:
+    """The retrieve graph, uncompiled; ``memory`` is used when the run context has none."""
+
+    def retrieve(state: RetrieveState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        mem, namespace, ctx = resolve(runtime, memory)
+        episode_id = state.get("episode_id")
+        opening = state.get("open_episode", True) and not episode_id
+        result = mem.retrieve(
+            namespace,
+            state["query"],
+            ctx.retrieval,
+            open_episode=opening,
+            episode_id=episode_id or None,
+        )
+        return {
+            "hits": [hit_record(h) for h in result.hits],
+            "prompt": result.as_prompt(),
+            "episode_id": result.episode_id,
+        }
+
+    builder = StateGraph(RetrieveState, context_schema=MemoryContext)
+    builder.add_node("retrieve", retrieve)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", END)
+    return builder
+
+
+graph: CompiledStateGraph[RetrieveState, MemoryContext, RetrieveState, RetrieveState] = (
+    build_retrieve_graph().compile(name="graphmem-retrieve")
+)

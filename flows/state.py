@@ -1,0 +1,265 @@
+"""Typed state and run context of the graphmem flows.
+
+Every flow takes its dependencies from LangGraph's run context (``context_schema`` /
+``Runtime``), never from globals::
+
+    graph.invoke({"query": "..."}, context=MemoryContext(namespace="agent-1", memory=mem))
+
+``memory`` may instead be bound when the graph is built (``build_retrieve_graph(memory=mem)``),
+for servers where the context arrives as JSON (see :mod:`flows.server`). States hold plain JSON
+values only, so any checkpointer can persist them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, cast
+
+from langgraph.runtime import Runtime
+from pydantic import BaseModel
+
+from graphmem.config import RetrievalConfig, UpdateStrategy
+from graphmem.errors import ConfigError
+from graphmem.memory import GraphMemory
+from graphmem.models import Hit, Memory, MemoryKind, Note, Procedure, Tip, check_namespace
+
+if TYPE_CHECKING:
+    from graphmem.envs.agents import Policy
+    from graphmem.envs.base import GameEnv
+
+
+# ---- run context ---------------------------------------------------------------------------
+
+
+@dataclass
+class MemoryContext:
+    """What every memory flow needs for one run: the namespace and (usually) the memory.
+
+    ``retrieval`` overrides the memory's retrieval config; ``strategy`` picks the memory-set
+    update (vanilla / validation / adjustment).
+    """
+
+    namespace: str
+    memory: GraphMemory | None = None
+    retrieval: RetrievalConfig | None = None
+    strategy: UpdateStrategy | str = UpdateStrategy.ADJUSTMENT
+
+
+HintsFn = Callable[[GraphMemory, str, str, Sequence[Hit]], list[str]]
+"""Turns retrieved hits into hints for the policy: (memory, namespace, task, hits) → hints."""
+
+LearnFn = Callable[[GraphMemory, str, "AgentState"], list[str]]
+"""Extra learning after an episode (e.g. domain facts as notes); returns new memory ids."""
+
+
+@dataclass
+class AgentContext(MemoryContext):
+    """Context of the agent flow: the memory context plus an environment and a policy.
+
+    ``env`` follows :class:`graphmem.envs.base.GameEnv` (reset / step / step_budget) and
+    ``policy`` follows :class:`graphmem.envs.agents.Policy` (begin / act / feedback).
+    ``use_memory=False`` runs the same agent without retrieval or learning (the baseline).
+    """
+
+    env: GameEnv | None = None
+    policy: Policy | None = None
+    fold: str = "test"
+    use_memory: bool = True
+    hints: HintsFn | None = None
+    learn: LearnFn | None = None
+    task_prefix: str = ""
+
+
+def resolve(
+    runtime: Runtime[Any], bound: GraphMemory | None
+) -> tuple[GraphMemory, str, MemoryContext]:
+    """The run's memory, namespace and context; a clear ConfigError when one is missing."""
+    ctx = runtime.context
+    if isinstance(ctx, dict):
+        ctx = MemoryContext(**ctx)
+    if not isinstance(ctx, MemoryContext):
+        raise ConfigError(
+            "graphmem flows need a run context: invoke(..., context=MemoryContext(namespace=..., "
+            "memory=...))"
+        )
+    memory = ctx.memory if ctx.memory is not None else bound
+    if memory is None:
+        raise ConfigError(
+            "no GraphMemory for this run: pass context=MemoryContext(memory=...) or build the "
+            "graph with memory=..."
+        )
+    return memory, check_namespace(ctx.namespace), ctx
+
+
+def with_memory(ctx: MemoryContext, memory: GraphMemory) -> MemoryContext:
+    """A copy of ``ctx`` with ``memory`` set (for callers that build contexts)."""
+    return dataclasses.replace(ctx, memory=memory)
+
+
+# ---- state ---------------------------------------------------------------------------------
+
+
+class HitRecord(TypedDict):
+    """One retrieved memory and the parts of its score (JSON-friendly :class:`Hit`)."""
+
+    memory_id: str
+    kind: str
+    rank: int
+    sim: float
+    q: float
+    z_sim: float
+    z_q: float
+    score: float
+
+
+class StepRecord(TypedDict):
+    """One agent step as the flows record it."""
+
+    thought: str
+    action: str
+    observation: str
+    reward: float
+
+
+class BuildState(TypedDict, total=False):
+    """Build: ``trajectory`` (a :class:`graphmem.models.Trajectory` as a dict) in, ids out."""
+
+    trajectory: dict[str, Any]
+    granularity: str
+    key_mode: str
+    task_id: str
+    new_memory_ids: list[str]
+
+
+class RetrieveState(TypedDict, total=False):
+    """Retrieve: ``query`` in; hits with score parts, a prompt and the episode id out.
+
+    ``open_episode`` (default True) records the retrieval as an Episode; an ``episode_id`` given
+    on input adds the hits to that open episode instead.
+    """
+
+    query: str
+    open_episode: bool
+    episode_id: str | None
+    hits: list[HitRecord]
+    prompt: str
+
+
+class UpdateState(TypedDict, total=False):
+    """Update: reward the episode (utility), then update the memory set (reflect / build)."""
+
+    trajectory: dict[str, Any]
+    episode_id: str | None
+    reward: float
+    success: bool
+    q_updates: dict[str, float]
+    new_memory_ids: list[str]
+    update: dict[str, Any]
+
+
+class EvolveState(TypedDict, total=False):
+    """Evolve: link each new memory to its neighbours (A-MEM)."""
+
+    new_memory_ids: list[str]
+    evolution: list[dict[str, Any]]
+
+
+class AgentState(TypedDict, total=False):
+    """The agent flow: one task (``seed``) from reset to learning."""
+
+    seed: int
+    task: str
+    query: str
+    open_episode: bool
+    episode_id: str | None
+    hits: list[HitRecord]
+    prompt: str
+    hints: list[str]
+    observation: str
+    valid_actions: list[str]
+    inventory: str
+    steps: list[StepRecord]
+    done: bool
+    success: bool
+    reward: float
+    score: float
+    trajectory: dict[str, Any]
+    q_updates: dict[str, float]
+    new_memory_ids: list[str]
+    update: dict[str, Any]
+    evolution: list[dict[str, Any]]
+
+
+def hit_record(hit: Hit) -> HitRecord:
+    return HitRecord(
+        memory_id=hit.memory.id,
+        kind=str(hit.memory.kind),
+        rank=hit.rank,
+        sim=hit.sim,
+        q=hit.q,
+        z_sim=hit.z_sim,
+        z_q=hit.z_q,
+        score=hit.score,
+    )
+
+
+_KINDS = frozenset(k.value for k in MemoryKind)
+
+
+def summary(result: Any) -> dict[str, Any]:
+    """An operation's result as JSON for the state, each memory shortened to its id and kind."""
+    if isinstance(result, BaseModel):
+        dumped = result.model_dump(mode="json")
+    elif dataclasses.is_dataclass(result) and not isinstance(result, type):
+        dumped = jsonable(dataclasses.asdict(result))
+    else:
+        dumped = {"result": jsonable(result)}
+    return cast(dict[str, Any], _shorten(dumped))
+
+
+def jsonable(value: Any) -> Any:
+    """Pydantic models (also inside lists and dicts) as plain JSON values."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v) for v in value]
+    return value
+
+
+def _shorten(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get("kind") in _KINDS and "id" in value and "namespace" in value:
+            return {"id": value["id"], "kind": value["kind"]}
+        return {k: _shorten(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shorten(v) for v in value]
+    return value
+
+
+_EVOLVING = (Note, Procedure, Tip)
+
+
+def new_ids(result: Any) -> list[str]:
+    """Ids of the live notes, procedures and tips an operation's result holds, in order."""
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Memory):
+            if isinstance(value, _EVOLVING) and not value.obsolete:
+                found.append(value.id)
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                walk(getattr(value, name))
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+        elif isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+
+    walk(result)
+    return list(dict.fromkeys(found))

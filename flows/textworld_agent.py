@@ -1,0 +1,265 @@
+"""A LangGraph agent that solves a stream of TextWorldExpress games with graphmem memory.
+
+It is the agent flow (:mod:`flows.agent`) with text-game parts: the policy node is the offline
+rule-based explorer of :mod:`graphmem.envs.agents` (or, with ``--llm``, any OpenAI-compatible
+chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY``, see
+:mod:`graphmem.settings`), retrieved notes and procedures become hints, and after each game the
+facts it taught ("roast means cook in oven", "newspaper belongs in side table") are saved as a
+note beside the procedure and tip that the update flow writes. Needs Java 17.
+
+Run it::
+
+    python -m flows.textworld_agent --game cookingworld --seeds 0-29
+    python -m flows.textworld_agent --game cookingworld --seeds 0-29 --no-memory
+
+Or from Python::
+
+    from graphmem import GraphMemory, HashingEmbedder
+    from graphmem.stores.embedded import EmbeddedStore
+    from flows.textworld_agent import run_stream
+
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+    stream = run_stream(mem, "tw-demo", game="cookingworld", seeds=range(30))
+    print(stream.success_rate, stream.successes)
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import logging
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import HumanMessage, SystemMessage
+
+from flows.agent import build_agent_graph, default_hints, run_task
+from flows.state import AgentContext, AgentState
+from graphmem.config import RetrievalConfig, UpdateStrategy
+from graphmem.envs.agents import Decision, Policy, make_explorer
+from graphmem.envs.hints import extract_facts
+from graphmem.envs.textworld import TextWorldEnv
+from graphmem.memory import GraphMemory
+from graphmem.models import Hit, MemoryKind, Note, Procedure
+
+log = logging.getLogger(__name__)
+
+TEXTWORLD_RETRIEVAL = RetrievalConfig(
+    k1=10, k2=5, lam=0.5, kinds=(MemoryKind.NOTE, MemoryKind.PROCEDURE, MemoryKind.TIP)
+)
+"""Recall 10, keep 5 by (1-λ)·ẑ(sim) + λ·ẑ(Q): the game texts look alike, so Q decides."""
+
+DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
+FACTS_TAG = "textworld-facts"
+
+
+# ---- memory ↔ policy -------------------------------------------------------------------------
+
+
+def textworld_hints(
+    memory: GraphMemory, namespace: str, task: str, hits: Sequence[Hit]
+) -> list[str]:
+    """Hints for the explorer: each fact line of a fact note, tips, and the actions of a
+    successful procedure of this very game (another game's moves would mislead the explorer)."""
+    hints: list[str] = []
+    for hit in hits:
+        m = hit.memory
+        if isinstance(m, Note) and FACTS_TAG in m.tags:
+            hints.extend(line.strip() for line in m.content.splitlines() if line.strip())
+        elif isinstance(m, Procedure):
+            if m.success and m.task_text == task:
+                hints.extend(default_hints(memory, namespace, task, [hit]))
+        else:
+            hints.extend(default_hints(memory, namespace, task, [hit]))
+    return list(dict.fromkeys(hints))
+
+
+def learn_facts(memory: GraphMemory, namespace: str, state: AgentState) -> list[str]:
+    """Save the facts a game taught as one note (one fact per line); returns its id."""
+    steps = [(s["action"], s["observation"], s["reward"]) for s in state.get("steps", [])]
+    facts = extract_facts(steps)
+    if not facts:
+        return []
+    note = memory.add_note(namespace, "\n".join(facts), tags=[FACTS_TAG])
+    return [note.id]
+
+
+# ---- an LLM policy ---------------------------------------------------------------------------
+
+_SYSTEM = (
+    "You play a text adventure. Reply with exactly one action from the list of valid actions, "
+    "nothing else."
+)
+
+
+class ChatPolicy:
+    """A :class:`~graphmem.envs.agents.Policy` that asks a chat model for each action.
+
+    The reply is matched to the closest valid action, so chatty models still play.
+    """
+
+    def __init__(self, model: BaseChatModel, *, history: int = 6) -> None:
+        self.model = model
+        self.history = history
+        self.begin("")
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        self.task = task
+        self.hints = list(hints)
+        self.recent: list[str] = []
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        memory = "\n".join(f"- {h}" for h in self.hints[:30]) or "(none)"
+        prompt = (
+            f"Task: {self.task}\n\nWhat memory says:\n{memory}\n\n"
+            f"Recent steps:\n{chr(10).join(self.recent[-self.history :]) or '(none)'}\n\n"
+            f"Observation:\n{observation[:1500]}\n\nInventory:\n{inventory[:500]}\n\n"
+            f"Valid actions:\n{chr(10).join(valid_actions)}\n\nYour action:"
+        )
+        reply = self.model.invoke([SystemMessage(_SYSTEM), HumanMessage(prompt)])
+        text = reply.content if isinstance(reply.content, str) else str(reply.content)
+        return Decision(choose_action(text, valid_actions), f"model said: {text.strip()[:200]}")
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        self.recent.append(f"{action} -> {observation.strip()[:120]} (reward {reward:g})")
+
+
+def choose_action(text: str, valid_actions: Sequence[str]) -> str:
+    """The valid action a model's reply names: exact line, contained action, or closest match."""
+    lines = [
+        re.sub(r"^[\s\-*>\d.]*", "", ln).strip().strip("`\"'.").lower() for ln in text.splitlines()
+    ]
+    valid = list(valid_actions) or ["look around"]
+    lowered = {a.lower(): a for a in valid}
+    for line in lines:
+        if line in lowered:
+            return lowered[line]
+    contained = [a for a in valid if a.lower() in text.lower()]
+    if contained:
+        return max(contained, key=len)
+    best = difflib.get_close_matches(" ".join(lines)[:200], list(lowered), n=1, cutoff=0.0)
+    return lowered[best[0]] if best else valid[0]
+
+
+def chat_model_from_settings() -> BaseChatModel:
+    """The chat model the settings name (``GRAPHMEM_LLM_BASE_URL`` etc.)."""
+    from graphmem.errors import ConfigError
+    from graphmem.settings import Settings
+
+    llm = Settings.from_env().make_llm()
+    if llm is None:
+        raise ConfigError("set GRAPHMEM_LLM_BASE_URL (and GRAPHMEM_LLM_MODEL) to use --llm")
+    return llm.chat_model
+
+
+# ---- the stream ------------------------------------------------------------------------------
+
+
+@dataclass
+class StreamResult:
+    """Outcome of a task stream: per-task success and steps, in order."""
+
+    seeds: list[int] = field(default_factory=list)
+    successes: list[bool] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+
+    @property
+    def success_rate(self) -> float:
+        return sum(self.successes) / len(self.successes) if self.successes else 0.0
+
+
+def run_stream(
+    memory: GraphMemory,
+    namespace: str,
+    *,
+    game: str = "cookingworld",
+    seeds: Iterable[int] = range(20),
+    use_memory: bool = True,
+    policy: Policy | None = None,
+    step_budget: int | None = None,
+    fold: str = "test",
+    strategy: UpdateStrategy = UpdateStrategy.ADJUSTMENT,
+    retrieval: RetrievalConfig = TEXTWORLD_RETRIEVAL,
+    env: TextWorldEnv | None = None,
+) -> StreamResult:
+    """Play each seed once, in order, learning between games when ``use_memory``."""
+    graph = build_agent_graph().compile(name=f"textworld-{game}")
+    own_env = env is None
+    env = env or TextWorldEnv(game, step_budget=step_budget or DEFAULT_BUDGET.get(game, 50))
+    context = AgentContext(
+        namespace=namespace,
+        memory=memory,
+        retrieval=retrieval,
+        strategy=strategy,
+        env=env,
+        policy=policy or make_explorer(game),
+        fold=fold,
+        use_memory=use_memory,
+        hints=textworld_hints,
+        learn=learn_facts,
+        task_prefix=game,
+    )
+    result = StreamResult()
+    try:
+        for seed in seeds:
+            out = run_task(graph, seed, context)
+            result.seeds.append(seed)
+            result.successes.append(bool(out.get("success")))
+            result.steps.append(len(out.get("steps", [])))
+            log.info("%s seed %d: %s", game, seed, "solved" if out.get("success") else "failed")
+    finally:
+        if own_env:
+            env.close()
+    return result
+
+
+def _seed_range(text: str) -> range:
+    lo, _, hi = text.partition("-")
+    return range(int(lo), int(hi or lo) + 1)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m flows.textworld_agent", description=__doc__)
+    parser.add_argument("--game", default="cookingworld", help="twc, cookingworld or coin")
+    parser.add_argument("--seeds", default="0-19", help="a seed or a range like 0-19")
+    parser.add_argument("--budget", type=int, default=None, help="steps per game")
+    parser.add_argument("--namespace", default="textworld-agent")
+    parser.add_argument("--no-memory", action="store_true", help="the same agent, no memory")
+    parser.add_argument("--llm", action="store_true", help="policy: the configured chat model")
+    parser.add_argument("--persist", action="store_true", help="use GRAPHMEM_STORE / Neo4j")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    from graphmem.settings import Settings
+
+    settings = Settings.from_env()
+    if args.persist:
+        memory = settings.open_memory()
+    else:
+        from graphmem.stores.embedded import EmbeddedStore
+
+        memory = GraphMemory(
+            EmbeddedStore.in_memory(), embedder=settings.make_embedder(), llm=settings.make_llm()
+        )
+    policy: Any = ChatPolicy(chat_model_from_settings()) if args.llm else None
+    with memory:
+        result = run_stream(
+            memory,
+            args.namespace,
+            game=args.game,
+            seeds=_seed_range(args.seeds),
+            use_memory=not args.no_memory,
+            policy=policy,
+            step_budget=args.budget,
+        )
+    solved = sum(result.successes)
+    print(f"{args.game}: solved {solved}/{len(result.successes)} ({result.success_rate:.0%})")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

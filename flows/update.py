@@ -1,0 +1,69 @@
+"""Update flow: credit the episode (utility), then update the memory set (reflect / build).
+
+State :class:`~flows.state.UpdateState`: ``episode_id``, ``reward``, ``success`` and
+``trajectory`` in; ``q_updates`` (new Q per credited memory), ``new_memory_ids`` and an
+``update`` summary out.
+
+- ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved
+  (skipped without an episode or a reward; an episode finished already is left as it is);
+- ``reflect``: ``GraphMemory.update`` with the context's strategy (vanilla / validation /
+  adjustment: on failure a Tip and a corrected procedure) — skipped without a trajectory.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from flows.state import MemoryContext, UpdateState, new_ids, resolve, summary
+from graphmem.episodes import EpisodeFinished
+from graphmem.memory import GraphMemory
+
+log = logging.getLogger(__name__)
+
+
+def build_update_graph(
+    memory: GraphMemory | None = None,
+) -> StateGraph[UpdateState, MemoryContext, UpdateState, UpdateState]:
+    """The update graph, uncompiled; ``memory`` is used when the run context has none."""
+
+    def utility(state: UpdateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        mem, namespace, _ = resolve(runtime, memory)
+        episode_id, reward = state.get("episode_id"), state.get("reward")
+        if not episode_id or reward is None:
+            return {"q_updates": {}}
+        try:
+            outcome = mem.finish_episode(
+                namespace, episode_id, reward, success=state.get("success")
+            )
+        except EpisodeFinished:
+            log.info("episode %s was finished already; its reward is not applied again", episode_id)
+            return {"q_updates": {}}
+        return {"q_updates": outcome.q}
+
+    def reflect(state: UpdateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
+        mem, namespace, ctx = resolve(runtime, memory)
+        trajectory = state.get("trajectory")
+        if not trajectory:
+            return {"new_memory_ids": [], "update": {}}
+        result = mem.update(
+            namespace, trajectory, strategy=ctx.strategy, episode_id=state.get("episode_id")
+        )
+        return {"new_memory_ids": new_ids(result), "update": summary(result)}
+
+    builder = StateGraph(UpdateState, context_schema=MemoryContext)
+    builder.add_node("utility", utility)
+    builder.add_node("reflect", reflect)
+    builder.add_edge(START, "utility")
+    builder.add_edge("utility", "reflect")
+    builder.add_edge("reflect", END)
+    return builder
+
+
+graph: CompiledStateGraph[UpdateState, MemoryContext, UpdateState, UpdateState] = (
+    build_update_graph().compile(name="graphmem-update")
+)

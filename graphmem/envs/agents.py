@@ -1,0 +1,409 @@
+"""Rule-based explorers for TextWorldExpress games that memory hints can inform.
+
+Each explorer solves its game by systematic, novelty-seeking exploration (EMPO²-style: prefer
+actions not yet tried in this room) without the gold path. Given ``hints`` (action sequences or
+facts, see :mod:`graphmem.envs.hints`) it first replays still-valid hinted actions and prefers
+known facts (placements, cooking devices, where ingredients are), falling back to exploration.
+
+>>> policy = make_explorer("twc")
+>>> policy.begin("Put things away.", hints=["newspaper belongs in side table"], seed=0)
+>>> policy.act("You are in the kitchen.", ["take newspaper", "move west"], "").action
+'take newspaper'
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from graphmem.envs.hints import Knowledge, parse_hints
+
+_ROOM = re.compile(r"You are in the ([^.]+)\.")
+_EXIT = re.compile(r"to the (north|south|east|west) you see (?:the |a |an )?([^.]+?)\.", re.I)
+_INV_ITEM = re.compile(r"^\s+(?:a |an |some |the )?(.+?)\s*$")
+_LOW_VALUE = ("look around", "inventory", "examine ", "close ", "read ", "eat ", "drop ")
+_REPLAY_LOOKAHEAD = 3
+
+
+@dataclass(frozen=True)
+class Decision:
+    """An action and why it was chosen (stored as the trajectory step's thought)."""
+
+    action: str
+    thought: str
+
+
+class Policy(Protocol):
+    """An agent for one episode at a time: ``begin`` it, then ``act`` / ``feedback`` per step."""
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None: ...
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision: ...
+
+    def feedback(self, action: str, observation: str, reward: float) -> None: ...
+
+
+def inventory_items(inventory: str) -> list[str]:
+    """Item names from TextWorldExpress' inventory text."""
+    items: list[str] = []
+    for line in inventory.splitlines()[1:]:
+        m = _INV_ITEM.match(line)
+        if m and "inventory is currently empty" not in line and m.group(1):
+            items.append(m.group(1))
+    return items
+
+
+class Explorer:
+    """Shared machinery: room map, novelty counts, replay of hinted action sequences."""
+
+    name = "explorer"
+
+    def __init__(self) -> None:
+        self.begin("")
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        self.task = task
+        self.knowledge: Knowledge = parse_hints(hints)
+        self.rng = random.Random(seed)
+        self.room = ""
+        self.exits: dict[str, dict[str, str | None]] = {}
+        self.visits: Counter[str] = Counter()
+        self.tried: Counter[tuple[str, str]] = Counter()
+        self.replay: deque[str] = deque(a for seq in self.knowledge.sequences for a in seq)
+        self.valid: frozenset[str] = frozenset()
+        self.closed_doors: set[tuple[str, str]] = set()
+
+    # -- observing -------------------------------------------------------------------------
+
+    def _see(self, observation: str, valid_actions: Sequence[str]) -> None:
+        self.valid = frozenset(valid_actions)
+        if m := _ROOM.search(observation):
+            room = m.group(1).strip()
+            if room != self.room:
+                self.visits[room] += 1
+            self.room = room
+            exits = self.exits.setdefault(room, {})
+            for direction, what in _EXIT.findall(observation):
+                known = None if "door" in what else what.strip()
+                if "closed" in what:
+                    self.closed_doors.add((room, direction.lower()))
+                else:
+                    self.closed_doors.discard((room, direction.lower()))
+                if known or direction.lower() not in exits:
+                    exits[direction.lower()] = known
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        if action.startswith("move ") and (m := _ROOM.search(observation)) and self.room:
+            self.exits.setdefault(self.room, {})[action[5:]] = m.group(1).strip()
+
+    def _choose(self, action: str, thought: str) -> Decision:
+        self.tried[(self.room, action)] += 1
+        return Decision(action, thought)
+
+    # -- shared moves ----------------------------------------------------------------------
+
+    def _replay_step(self) -> Decision | None:
+        """The next hinted action that is valid now (looking a few actions ahead)."""
+        for i, action in enumerate(list(self.replay)[:_REPLAY_LOOKAHEAD]):
+            if action in self.valid and self._replay_ok(action):
+                for _ in range(i + 1):
+                    self.replay.popleft()
+                return self._choose(action, f"replay remembered step: {action}")
+        return None
+
+    def _replay_ok(self, action: str) -> bool:
+        return action not in self.knowledge.avoid_actions
+
+    def _path_to(self, goal: str | None) -> str | None:
+        """First direction on the shortest known route to room ``goal`` (None: unvisited rooms)."""
+        start = self.room
+        queue: deque[tuple[str, str | None]] = deque([(start, None)])
+        seen = {start}
+        while queue:
+            room, first = queue.popleft()
+            for direction, nxt in sorted(self.exits.get(room, {}).items()):
+                if nxt is None or nxt not in self.exits:
+                    if goal is None or nxt == goal:
+                        return first or direction
+                    continue
+                if nxt == goal:
+                    return first or direction
+                if nxt not in seen:
+                    seen.add(nxt)
+                    queue.append((nxt, first or direction))
+        return None
+
+    def _go(self, direction: str, why: str) -> Decision | None:
+        # Valid-action lists offer "move" through closed doors too; open the door first.
+        closed = (self.room, direction) in self.closed_doors
+        if closed and f"open door to {direction}" in self.valid:
+            self.closed_doors.discard((self.room, direction))
+            return self._choose(f"open door to {direction}", why)
+        if f"move {direction}" in self.valid:
+            return self._choose(f"move {direction}", why)
+        if f"open door to {direction}" in self.valid:
+            return self._choose(f"open door to {direction}", why)
+        return None
+
+    def _explore_rooms(self) -> Decision | None:
+        direction = self._path_to(None)
+        return self._go(direction, "explore: head for an unvisited room") if direction else None
+
+    def _novel(self) -> Decision:
+        """EMPO²-style fallback: the valid action tried least often in this room."""
+        useful = [a for a in sorted(self.valid) if not a.startswith(_LOW_VALUE)]
+        pool = useful or sorted(self.valid) or ["look around"]
+        best = min(self.tried[(self.room, a)] for a in pool)
+        choice = self.rng.choice([a for a in pool if self.tried[(self.room, a)] == best])
+        return self._choose(choice, "explore: least-tried action here")
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        self._see(observation, valid_actions)
+        return self._replay_step() or self._novel()
+
+
+class TwcExplorer(Explorer):
+    """TextWorld Commonsense: take misplaced items and put each where it belongs.
+
+    Without knowledge it tries receptacles one by one (a wrong put lowers the score, so it
+    takes the item back and never tries that pair again); with placement hints it goes
+    straight to the remembered receptacle.
+    """
+
+    name = "twc-explorer"
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        super().begin(task, hints, seed)
+        self.placed: set[str] = set()
+        self.junk: set[str] = set()
+        self.receptacle_room: dict[str, str] = {}
+        self.closed: dict[str, set[str]] = {}
+
+    def _see(self, observation: str, valid_actions: Sequence[str]) -> None:
+        super()._see(observation, valid_actions)
+        closed = self.closed.setdefault(self.room, set())
+        for action in valid_actions:
+            if action.startswith("open ") and not action.startswith("open door"):
+                self.receptacle_room[action[5:]] = self.room
+                closed.add(action[5:])
+            elif m := re.match(r"put .+? in (.+)$", action):
+                self.receptacle_room[m.group(1)] = self.room
+                closed.discard(m.group(1))
+
+    def _replay_ok(self, action: str) -> bool:
+        if action.startswith("take ") and action[5:] in self.placed:
+            return False
+        put = re.match(r"put (.+?) in (.+)$", action)
+        if put and (put.group(1), put.group(2)) in self.knowledge.wrong:
+            return False
+        return super()._replay_ok(action)
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        super().feedback(action, observation, reward)
+        if put := re.match(r"put (.+?) in (.+)$", action):
+            item, place = put.group(1), put.group(2)
+            if reward > 0:
+                self.placed.add(item)
+                self.knowledge.add_placement(item, place)
+            elif reward < 0:
+                self.knowledge.wrong.add((item, place))
+        elif action.startswith("take ") and reward <= 0:
+            self.junk.add(action[5:])
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        self._see(observation, valid_actions)
+        held = [i for i in inventory_items(inventory) if i not in self.junk]
+        k = self.knowledge
+        for action in sorted(self.valid):
+            item = action[5:]
+            if action.startswith("take ") and item not in self.placed and item not in self.junk:
+                return self._choose(action, f"take {item}: it is out of place")
+        if replay := self._replay_step():
+            return replay
+        known = [(i, t) for i in held for t in k.targets(i)]
+        for item, target in known:
+            if f"put {item} in {target}" in self.valid:
+                return self._choose(
+                    f"put {item} in {target}", f"memory: {item} belongs in {target}"
+                )
+        for item, target in known:
+            if f"open {target}" in self.valid:
+                return self._choose(f"open {target}", f"open {target} to put {item} there")
+        for item, target in known:
+            room = self.receptacle_room.get(target)
+            if room and room != self.room and (d := self._path_to(room)):
+                if go := self._go(d, f"go to the {room}: {item} belongs in {target}"):
+                    return go
+        unknown = [i for i in held if not k.targets(i)]
+        for item in unknown:
+            for action in sorted(self.valid):
+                put = re.match(r"put (.+?) in (.+)$", action)
+                if put and put.group(1) == item and (item, put.group(2)) not in k.wrong:
+                    return self._choose(action, f"explore: does {item} belong in {put.group(2)}?")
+        if held:
+            for target in sorted(self.closed.get(self.room, set())):
+                if f"open {target}" in self.valid and not self.tried[(self.room, f"open {target}")]:
+                    return self._choose(f"open {target}", f"explore: open {target}")
+        if go := self._explore_rooms():
+            return go
+        if unknown and (go := self._toward_untried(unknown)):
+            return go
+        return self._novel()
+
+    def _toward_untried(self, items: Iterable[str]) -> Decision | None:
+        """Go to the nearest other room with a receptacle not yet tried for a held item."""
+        wanted = {
+            room
+            for place, room in self.receptacle_room.items()
+            if room != self.room and any((i, place) not in self.knowledge.wrong for i in items)
+        }
+        for room in sorted(wanted, key=lambda r: self.visits[r]):
+            if (d := self._path_to(room)) and (go := self._go(d, f"explore: try the {room}")):
+                return go
+        return None
+
+
+_CUT_VERBS = ("slice", "chop", "dice")
+_RECIPE_LINE = re.compile(r"^\s*(\w+) the (.+?)\s*$")
+
+
+class CookingExplorer(Explorer):
+    """CookingWorld: read the recipe, gather ingredients (and a knife), cut, cook, eat.
+
+    Which device a cooking verb needs (fry, roast, grill) is not in the recipe; without a hint
+    the explorer guesses among the devices it has seen, and a wrong guess fails the game.
+    """
+
+    name = "cooking-explorer"
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        super().begin(task, hints, seed)
+        self.ingredients: list[str] = []
+        self.directions: list[tuple[str, str]] = []
+        self.done: set[tuple[str, str]] = set()
+        self.read = False
+        self.devices: dict[str, str] = {}
+        self.guesses: dict[str, str] = {}
+        self.containers: dict[str, str] = {}
+
+    def _see(self, observation: str, valid_actions: Sequence[str]) -> None:
+        super()._see(observation, valid_actions)
+        for action in valid_actions:
+            if m := re.match(r"cook .+? in (.+)$", action):
+                self.devices[m.group(1)] = self.room
+            elif action.startswith("open ") and not action.startswith("open door"):
+                self.containers[action[5:]] = self.room
+        if "Ingredients:" in observation and "Directions:" in observation:
+            self._parse_recipe(observation)
+
+    def _parse_recipe(self, text: str) -> None:
+        ingredients, directions = text.split("Ingredients:", 1)[1].split("Directions:", 1)
+        self.ingredients = [i.strip() for i in ingredients.strip().splitlines() if i.strip()]
+        self.directions = [
+            (m.group(1).lower(), m.group(2))
+            for line in directions.strip().splitlines()
+            if (m := _RECIPE_LINE.match(line))
+        ]
+        self.read = True
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        super().feedback(action, observation, reward)
+        if m := re.match(r"^You (\w+) the (.+?) with the (.+?)\.", observation):
+            self.knowledge.cook_devices[m.group(1).lower()] = m.group(3)
+            self.done.add((m.group(1).lower(), m.group(2)))
+        elif reward > 0 and (m := re.match(r"(\w+) (.+)$", action)):
+            self.done.add((m.group(1), m.group(2)))
+
+    def _device_for(self, verb: str) -> str | None:
+        if verb in self.knowledge.cook_devices:
+            return self.knowledge.cook_devices[verb]
+        if self._path_to(None) is not None:
+            return None  # see every room (and its devices) before guessing
+        if verb not in self.guesses and self.devices:
+            # No knowledge: a guess, and a wrong one fails the game (what memory fixes).
+            # Devices known to do another verb are ruled out.
+            taken = set(self.knowledge.cook_devices.values())
+            options = sorted(d for d in self.devices if d not in taken) or sorted(self.devices)
+            self.guesses[verb] = self.rng.choice(options)
+        return self.guesses.get(verb)
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        self._see(observation, valid_actions)
+        if replay := self._replay_step():
+            return replay
+        if not self.read:
+            if "read cookbook" in self.valid:
+                return self._choose("read cookbook", "read the recipe first")
+            return self._explore_for([]) or self._novel()
+        # Prepared ingredients change name ("a chopped red apple"): match on the ending.
+        raw = inventory_items(inventory)
+        if "eat meal" in self.valid and any(h.endswith("meal") for h in raw):
+            return self._choose("eat meal", "the meal is ready: eat it")
+        held = {
+            name
+            for name in [*self.ingredients, "knife"]
+            if any(h == name or h.endswith(" " + name) for h in raw)
+        }
+        cutting = any(v in _CUT_VERBS for v, _ in self.directions)
+        if cutting and "knife" not in held and "take knife" in self.valid:
+            return self._choose("take knife", "the recipe needs cutting")
+        for item in self.ingredients:
+            if item not in held and f"take {item}" in self.valid:
+                return self._choose(f"take {item}", f"take {item}: an ingredient")
+        pending = [(v, i) for v, i in self.directions if (v, i) not in self.done]
+        for verb, item in pending:
+            if verb == "prepare" or item not in held:
+                continue
+            if verb in _CUT_VERBS:
+                if f"{verb} {item}" in self.valid:
+                    return self._choose(f"{verb} {item}", f"recipe: {verb} the {item}")
+                continue
+            if any(v in _CUT_VERBS and i == item for v, i in pending):
+                continue  # cut before cooking, as the recipe orders
+            device = self._device_for(verb)
+            if device is None:
+                continue
+            thought = f"recipe: {verb} the {item} (cook in {device})"
+            if f"cook {item} in {device}" in self.valid:
+                return self._choose(f"cook {item} in {device}", thought)
+            room = self.devices.get(device)
+            if room and room != self.room and (d := self._path_to(room)):
+                if go := self._go(d, f"go to the {room} to {verb} the {item}"):
+                    return go
+        if [(v, i) for v, i in pending if v != "prepare"] == [] and all(
+            i in held for i in self.ingredients
+        ):
+            if "prepare meal" in self.valid:
+                return self._choose("prepare meal", "all directions done: prepare the meal")
+            if (room := self.devices.get("stove")) and (d := self._path_to(room)):
+                if go := self._go(d, "go back to the kitchen to prepare the meal"):
+                    return go
+        missing = [i for i in self.ingredients if i not in held]
+        return self._explore_for(missing) or self._novel()
+
+    def _explore_for(self, missing: Sequence[str]) -> Decision | None:
+        for item in missing:
+            for place in self.knowledge.found_in.get(item, []):
+                if f"open {place}" in self.valid and not self.tried[(self.room, f"open {place}")]:
+                    return self._choose(f"open {place}", f"memory: {item} is found in {place}")
+                room = place if place in self.exits else self.containers.get(place)
+                if room and room != self.room and (d := self._path_to(room)):
+                    if go := self._go(d, f"memory: {item} is found in the {place}"):
+                        return go
+        for container in sorted(c for c, r in self.containers.items() if r == self.room):
+            action = f"open {container}"
+            if action in self.valid and not self.tried[(self.room, action)]:
+                return self._choose(action, f"explore: look inside the {container}")
+        return self._explore_rooms()
+
+
+EXPLORERS: dict[str, type[Explorer]] = {"twc": TwcExplorer, "cookingworld": CookingExplorer}
+
+
+def make_explorer(game: str) -> Explorer:
+    """The rule-based explorer for a TextWorldExpress game (a generic novelty explorer else)."""
+    return EXPLORERS.get(game, Explorer)()

@@ -1,0 +1,381 @@
+"""The embedded store's in-memory graph, and the change records that move it.
+
+Every write becomes one :class:`Change` holding its *effects* (final node values, merged edges,
+deleted ids, new utility values), so applying it is deterministic: a process replaying the
+write-ahead log reaches exactly the state of the process that wrote it. A change is encoded as
+one JSON line (embeddings as base64 little-endian float32) and the live path applies the decoded
+line, not the caller's objects, so the two can never differ.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from graphmem.errors import GraphmemError, StoreError
+from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
+from graphmem.stores._vectors import Vector, VectorIndex
+from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
+
+
+@dataclass(frozen=True)
+class UtilityChange:
+    namespace: str
+    memory_id: str
+    q: float
+    q_updates: int
+    uses: int
+    successes: int
+    updated_at: datetime
+
+
+@dataclass
+class Change:
+    """The effects of one committed call, applied in field order."""
+
+    dimension: int | None = None
+    deletes: list[tuple[str, str]] = field(default_factory=list)
+    nodes: list[tuple[AnyMemory, Vector | None]] = field(default_factory=list)
+    edges: list[Edge] = field(default_factory=list)
+    utility: list[UtilityChange] = field(default_factory=list)
+
+
+# ---- codec ------------------------------------------------------------------------------
+
+
+def encode_vector(vector: Vector | None) -> str | None:
+    if vector is None:
+        return None
+    return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+
+
+def node_record(memory: AnyMemory, vector: Vector | None) -> dict[str, Any]:
+    """A memory as a change-record entry: its JSON fields, the embedding under ``vec``."""
+    record = memory.model_dump(mode="json", exclude={"embedding"})
+    record["vec"] = encode_vector(vector)
+    return record
+
+
+def encode_change(
+    *,
+    dimension: int | None = None,
+    deletes: Sequence[tuple[str, str]] = (),
+    nodes: Sequence[dict[str, Any]] = (),
+    edges: Sequence[Edge] = (),
+    utility: Sequence[UtilityChange] = (),
+) -> bytes:
+    """One change as one newline-terminated ASCII JSON line."""
+    record: dict[str, Any] = {}
+    if dimension is not None:
+        record["dim"] = dimension
+    if deletes:
+        record["del"] = [list(d) for d in deletes]
+    if nodes:
+        record["put"] = list(nodes)
+    if edges:
+        record["edges"] = [e.model_dump(mode="json") for e in edges]
+    if utility:
+        record["util"] = [
+            [
+                u.namespace,
+                u.memory_id,
+                u.q,
+                u.q_updates,
+                u.uses,
+                u.successes,
+                u.updated_at.isoformat(),
+            ]
+            for u in utility
+        ]
+    return (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def decode_change(record: dict[str, Any], matrix: Vector | None = None) -> Change:
+    """Parse a change record (a WAL line or a snapshot); ``vec`` may index ``matrix``."""
+    change = Change(dimension=record.get("dim"))
+    change.deletes = [(str(ns), str(i)) for ns, i in record.get("del", ())]
+    for raw in record.get("put", ()):
+        data = dict(raw)
+        vec = data.pop("vec", None)
+        vector: Vector | None
+        if vec is None:
+            vector = None
+        elif isinstance(vec, int):
+            if matrix is None:
+                raise StoreError("snapshot node refers to a missing vector matrix")
+            vector = np.array(matrix[vec], dtype=np.float32)
+        else:
+            vector = np.frombuffer(base64.b64decode(vec), dtype="<f4").astype(np.float32)
+        change.nodes.append((memory_from_dict(data), vector))
+    change.edges = [Edge(**e) for e in record.get("edges", ())]
+    change.utility = [
+        UtilityChange(ns, i, float(q), int(n), int(u), int(s), datetime.fromisoformat(t))
+        for ns, i, q, n, u, s, t in record.get("util", ())
+    ]
+    return change
+
+
+def decode_line(line: bytes) -> Change:
+    """Decode one WAL line; any defect raises ValueError (a torn or corrupt record)."""
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise ValueError("a change record must be a JSON object")
+        return decode_change(record)
+    except (GraphmemError, KeyError, TypeError, ValueError) as e:
+        raise ValueError(f"bad change record: {e}") from e
+
+
+# ---- state ------------------------------------------------------------------------------
+
+
+class _Space:
+    """One namespace: its graph, its vectors, its content-hash index."""
+
+    __slots__ = ("graph", "hashes", "vectors")
+
+    def __init__(self) -> None:
+        # Nodes are memory ids with attribute "m" (the memory, embedding left out); edges are
+        # keyed by their kind with attribute "e" (the Edge).
+        self.graph: Any = nx.MultiDiGraph()
+        self.vectors: VectorIndex | None = None
+        self.hashes: dict[tuple[str, str], dict[str, None]] = {}
+
+
+class GraphState:
+    """All namespaces of one store, in memory."""
+
+    def __init__(self) -> None:
+        self.dimension: int | None = None
+        self.spaces: dict[str, _Space] = {}
+
+    # ---- applying changes ---------------------------------------------------------------
+
+    def apply(self, change: Change) -> None:
+        if change.dimension is not None:
+            if self.dimension is None:
+                self.dimension = change.dimension
+            elif self.dimension != change.dimension:
+                raise StoreError("change record sets a second embedding dimension")
+        for ns, memory_id in change.deletes:
+            self._remove(ns, memory_id)
+        for memory, vector in change.nodes:
+            self._put(memory, vector)
+        for edge in change.edges:
+            self._put_edge(edge)
+        for u in change.utility:
+            self._set_utility(u)
+
+    def _space(self, namespace: str) -> _Space:
+        space = self.spaces.get(namespace)
+        if space is None:
+            space = self.spaces[namespace] = _Space()
+        return space
+
+    def _put(self, memory: AnyMemory, vector: Vector | None) -> None:
+        space = self._space(memory.namespace)
+        old = self.memory(memory.namespace, memory.id)
+        if old is not None:
+            self._unhash(space, old)
+            space.graph.nodes[memory.id]["m"] = memory
+        else:
+            space.graph.add_node(memory.id, m=memory)
+        if memory.content_hash is not None:
+            space.hashes.setdefault((memory.kind, memory.content_hash), {})[memory.id] = None
+        if vector is None:
+            if space.vectors is not None:
+                space.vectors.remove(memory.id)
+            return
+        if self.dimension is None:
+            raise StoreError("a vector was stored before the store's dimension was fixed")
+        if space.vectors is None:
+            space.vectors = VectorIndex(self.dimension)
+        space.vectors.put(memory.id, vector, memory.kind, memory.obsolete)
+
+    def _remove(self, namespace: str, memory_id: str) -> None:
+        space = self.spaces.get(namespace)
+        old = self.memory(namespace, memory_id)
+        if space is None or old is None:
+            return
+        self._unhash(space, old)
+        space.graph.remove_node(memory_id)
+        if space.vectors is not None:
+            space.vectors.remove(memory_id)
+        if space.graph.number_of_nodes() == 0:
+            del self.spaces[namespace]
+
+    @staticmethod
+    def _unhash(space: _Space, memory: AnyMemory) -> None:
+        if memory.content_hash is not None:
+            ids = space.hashes.get((memory.kind, memory.content_hash))
+            if ids is not None:
+                ids.pop(memory.id, None)
+                if not ids:
+                    del space.hashes[(memory.kind, memory.content_hash)]
+
+    def _put_edge(self, edge: Edge) -> None:
+        space = self.spaces.get(edge.namespace)
+        if space is None or edge.src not in space.graph or edge.dst not in space.graph:
+            raise StoreError(f"change record has an edge to a missing memory: {edge.key}")
+        space.graph.add_edge(edge.src, edge.dst, key=edge.kind.value, e=edge)
+
+    def _set_utility(self, u: UtilityChange) -> None:
+        old = self.memory(u.namespace, u.memory_id)
+        if old is None:
+            raise StoreError(f"change record updates a missing memory {u.memory_id!r}")
+        new = old.model_copy(
+            update={
+                "q": u.q,
+                "q_updates": u.q_updates,
+                "uses": u.uses,
+                "successes": u.successes,
+                "updated_at": u.updated_at,
+            }
+        )
+        self.spaces[u.namespace].graph.nodes[u.memory_id]["m"] = new
+
+    # ---- reading ------------------------------------------------------------------------
+
+    def memory(self, namespace: str, memory_id: str) -> AnyMemory | None:
+        space = self.spaces.get(namespace)
+        if space is None or memory_id not in space.graph:
+            return None
+        memory: AnyMemory = space.graph.nodes[memory_id]["m"]
+        return memory
+
+    def vector(self, namespace: str, memory_id: str) -> Vector | None:
+        space = self.spaces.get(namespace)
+        if space is None or space.vectors is None:
+            return None
+        return space.vectors.get(memory_id)
+
+    def copy_out(self, namespace: str, memory_id: str) -> AnyMemory | None:
+        """A private copy of a memory, embedding attached, safe to hand to callers."""
+        memory = self.memory(namespace, memory_id)
+        if memory is None:
+            return None
+        vector = self.vector(namespace, memory_id)
+        embedding = None if vector is None else vector.tolist()
+        return memory.model_copy(deep=True, update={"embedding": embedding})
+
+    def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
+        space = self.spaces.get(namespace)
+        if space is None:
+            return None
+        data = space.graph.get_edge_data(src, dst, key=kind.value)
+        return None if data is None else data["e"]
+
+    def edges_of(
+        self,
+        namespace: str,
+        memory_id: str,
+        kinds: Sequence[EdgeKind] | None,
+        direction: Direction,
+    ) -> list[Edge]:
+        space = self.spaces.get(namespace)
+        if space is None or memory_id not in space.graph:
+            return []
+        graph = space.graph
+        found: dict[tuple[str, str, str, str], Edge] = {}
+        if direction in ("out", "both"):
+            for _, _, edge in graph.out_edges(memory_id, data="e"):
+                found[edge.key] = edge
+        if direction in ("in", "both"):
+            for _, _, edge in graph.in_edges(memory_id, data="e"):
+                found[edge.key] = edge
+        wanted = None if kinds is None else {EdgeKind(k) for k in kinds}
+        edges = [e for e in found.values() if wanted is None or e.kind in wanted]
+        return sorted(edges, key=edge_order)
+
+    def ids(self, namespace: str) -> list[str]:
+        space = self.spaces.get(namespace)
+        return [] if space is None else sorted(space.graph.nodes)
+
+    def namespaces(self) -> list[str]:
+        return sorted(ns for ns, space in self.spaces.items() if space.graph.number_of_nodes())
+
+    def iter_edges(self, namespace: str) -> list[Edge]:
+        space = self.spaces.get(namespace)
+        if space is None:
+            return []
+        return sorted((e for _, _, e in space.graph.edges(data="e")), key=edge_order)
+
+    def find_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> str | None:
+        space = self.spaces.get(namespace)
+        ids = None if space is None else space.hashes.get((kind.value, content_hash))
+        if not ids:
+            return None
+        # Prefer a live memory: deduplicating into an obsolete one would hide the new one.
+        for memory_id in ids:
+            memory = self.memory(namespace, memory_id)
+            if memory is not None and not memory.obsolete:
+                return memory_id
+        return next(iter(ids))
+
+    def cascade(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        """``memory_ids`` plus the orphans deleting them would leave (see base.OWNED_BY)."""
+        graph = self.spaces[namespace].graph
+        gone: dict[str, None] = dict.fromkeys(memory_ids)
+        frontier = list(memory_ids)
+        while frontier:
+            found: list[str] = []
+            for memory_id in frontier:
+                near = set(graph.successors(memory_id)) | set(graph.predecessors(memory_id))
+                for other in sorted(near - gone.keys()):
+                    if other not in gone and self._orphaned(graph, other, gone):
+                        gone[other] = None
+                        found.append(other)
+            frontier = found
+        return list(gone)
+
+    @staticmethod
+    def _orphaned(graph: Any, memory_id: str, gone: dict[str, None]) -> bool:
+        kind = MemoryKind(graph.nodes[memory_id]["m"].kind)
+        if kind in OWNED_BY:
+            owners = {k.value for k in OWNED_BY[kind]}
+            ends = [u for u, _, k in graph.in_edges(memory_id, keys=True) if k in owners]
+            if ends and all(u in gone for u in ends):
+                return True
+        if kind in ABOUT_KINDS:
+            ends = [v for _, v, k in graph.out_edges(memory_id, keys=True) if k == "ABOUT"]
+            if ends and all(v in gone for v in ends):
+                return True
+        return False
+
+    # ---- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self) -> tuple[dict[str, Any], Vector]:
+        """The whole state as a change record plus the matrix its ``vec`` entries index."""
+        nodes: list[dict[str, Any]] = []
+        edges: list[dict[str, Any]] = []
+        rows: list[Vector] = []
+        for ns in sorted(self.spaces):
+            space = self.spaces[ns]
+            for memory_id, memory in space.graph.nodes(data="m"):
+                record = memory.model_dump(mode="json", exclude={"embedding"})
+                vector = None if space.vectors is None else space.vectors.get(memory_id)
+                record["vec"] = None if vector is None else len(rows)
+                if vector is not None:
+                    rows.append(vector)
+                nodes.append(record)
+            edges.extend(e.model_dump(mode="json") for _, _, e in space.graph.edges(data="e"))
+        dim = self.dimension or 0
+        matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
+        return {"dim": self.dimension, "put": nodes, "edges": edges}, matrix
+
+    def iter_all_ids(self) -> Iterator[tuple[str, str]]:
+        for ns in sorted(self.spaces):
+            for memory_id in self.ids(ns):
+                yield ns, memory_id
+
+
+def edge_order(edge: Edge) -> tuple[str, str, str, str]:
+    """Edges sort by (namespace, kind, src, dst), the order the Neo4j store uses too."""
+    return (edge.namespace, edge.kind.value, edge.src, edge.dst)

@@ -1,0 +1,265 @@
+"""Every Cypher statement the Neo4j store and schema setup run, in one place.
+
+Values always travel as ``$params``. The only text ever interpolated is a node label or a
+relationship type, and only through :func:`label` / :func:`rel_type`, which accept members of
+:class:`MemoryKind` / :class:`EdgeKind` and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from functools import cache
+from typing import Final
+
+from graphmem.errors import InvalidInput
+from graphmem.models import EdgeKind, MemoryKind
+
+META_NAME: Final = "graphmem"
+"""``name`` of the one GraphmemMeta node that records schema version and dimension."""
+
+VECTOR_INDEX: Final = "memory_embedding"
+FULLTEXT_INDEX: Final = "memory_text"
+
+
+def label(kind: MemoryKind | str) -> str:
+    """A node label from the MemoryKind allow-list, safe to interpolate."""
+    try:
+        return MemoryKind(kind).value
+    except ValueError as e:
+        raise InvalidInput(f"unknown memory kind {str(kind)[:40]!r}") from e
+
+
+def rel_type(kind: EdgeKind | str) -> str:
+    """A relationship type from the EdgeKind allow-list, safe to interpolate."""
+    try:
+        return EdgeKind(kind).value
+    except ValueError as e:
+        raise InvalidInput(f"unknown edge kind {str(kind)[:40]!r}") from e
+
+
+def _rel_types(kinds: Iterable[EdgeKind]) -> str:
+    return "|".join(rel_type(k) for k in kinds)
+
+
+# ---- schema and meta -------------------------------------------------------------------------
+
+META_GET: Final = """
+MATCH (g:GraphmemMeta {name: $name})
+RETURN g.dimension AS dimension, g.schema_version AS version
+"""
+
+META_FIX_DIMENSION: Final = """
+MERGE (g:GraphmemMeta {name: $name})
+ON CREATE SET g.created_at = datetime()
+WITH g, g.dimension AS before
+SET g.dimension = coalesce(before, $dimension)
+RETURN before, g.dimension AS dimension
+"""
+
+VECTOR_INDEX_INFO: Final = """
+SHOW VECTOR INDEXES YIELD name, state, options
+WHERE name = $name
+RETURN state, options
+"""
+
+AWAIT_INDEXES: Final = "CALL db.awaitIndexes($seconds)"
+
+# ---- writes ----------------------------------------------------------------------------------
+
+KINDS_OF: Final = """
+UNWIND $rows AS row
+MATCH (m:Memory {namespace: row.namespace, id: row.id})
+RETURN m.namespace AS namespace, m.id AS id, m.kind AS kind
+"""
+
+
+@cache
+def upsert_nodes(kind: MemoryKind) -> str:
+    """Insert or replace nodes of one kind; existing utility survives unless told otherwise."""
+    return f"""
+UNWIND $rows AS row
+MERGE (m:Memory {{namespace: row.namespace, id: row.id}})
+WITH m, row, m.q IS NOT NULL AND $keep_utility AS keep,
+     m {{.q, .q_updates, .uses, .successes}} AS utility
+SET m = row.props
+SET m:{label(kind)}
+WITH m, keep, utility
+WHERE keep
+SET m += utility
+"""
+
+
+MISSING_ENDPOINTS: Final = """
+UNWIND $rows AS row
+UNWIND [row.src, row.dst] AS end
+WITH DISTINCT row.namespace AS namespace, end
+WHERE NOT EXISTS { MATCH (:Memory {namespace: namespace, id: end}) }
+RETURN namespace, end AS id
+LIMIT 1
+"""
+
+
+@cache
+def upsert_edges(kind: EdgeKind) -> str:
+    """Create edges of one kind, or merge the props of edges that exist."""
+    return f"""
+UNWIND $rows AS row
+MATCH (a:Memory {{namespace: row.namespace, id: row.src}})
+MATCH (b:Memory {{namespace: row.namespace, id: row.dst}})
+MERGE (a)-[r:{rel_type(kind)}]->(b)
+ON CREATE SET r.created_at = row.created_at
+SET r += row.props
+"""
+
+
+PATCH: Final = """
+MATCH (m:Memory {namespace: $namespace, id: $id})
+SET m += $props
+RETURN properties(m) AS props
+"""
+
+EXISTING_IDS: Final = """
+UNWIND $ids AS id
+MATCH (m:Memory {namespace: $namespace, id: id})
+RETURN m.id AS id
+"""
+
+# Each SET item reads the property it writes ("direct dependency"), so Neo4j takes the node's
+# write lock before reading: concurrent updates serialise and none is lost. Ids come sorted so
+# concurrent calls lock in the same order.
+UPDATE_UTILITY: Final = """
+UNWIND $ids AS id
+MATCH (m:Memory {namespace: $namespace, id: id})
+SET m.q = m.q + $alpha * ($reward - m.q),
+    m.q_updates = m.q_updates + 1,
+    m.uses = m.uses + 1,
+    m.successes = m.successes + $success_inc,
+    m.updated_at = $now
+RETURN properties(m) AS props
+"""
+
+DETACH_DELETE: Final = """
+MATCH (m:Memory {namespace: $namespace})
+WHERE m.id IN $ids
+DETACH DELETE m
+"""
+
+
+@cache
+def owned_candidates(kind: MemoryKind, owners: tuple[EdgeKind, ...]) -> str:
+    """Nodes of ``kind`` owned (via ``owners`` edges) by the memories about to be deleted."""
+    return f"""
+MATCH (d:Memory {{namespace: $namespace}})-[:{_rel_types(owners)}]->(c:{label(kind)})
+WHERE d.id IN $ids AND NOT c.id IN $ids
+RETURN DISTINCT c.id AS id
+"""
+
+
+@cache
+def owned_orphans(kind: MemoryKind, owners: tuple[EdgeKind, ...]) -> str:
+    """Candidates of ``kind`` left with no incoming ``owners`` edge."""
+    return f"""
+MATCH (c:{label(kind)} {{namespace: $namespace}})
+WHERE c.id IN $ids AND NOT EXISTS {{ MATCH (c)<-[:{_rel_types(owners)}]-(:Memory) }}
+RETURN c.id AS id
+"""
+
+
+@cache
+def about_candidates(kind: MemoryKind) -> str:
+    """Nodes of ``kind`` that are ABOUT the memories about to be deleted."""
+    return f"""
+MATCH (c:{label(kind)})-[:{rel_type(EdgeKind.ABOUT)}]->(d:Memory {{namespace: $namespace}})
+WHERE d.id IN $ids AND NOT c.id IN $ids
+RETURN DISTINCT c.id AS id
+"""
+
+
+@cache
+def about_orphans(kind: MemoryKind) -> str:
+    """Candidates of ``kind`` left ABOUT nothing."""
+    return f"""
+MATCH (c:{label(kind)} {{namespace: $namespace}})
+WHERE c.id IN $ids AND NOT EXISTS {{ MATCH (c)-[:{rel_type(EdgeKind.ABOUT)}]->(:Memory) }}
+RETURN c.id AS id
+"""
+
+
+# ---- reads -----------------------------------------------------------------------------------
+
+GET_MANY: Final = """
+UNWIND $ids AS id
+MATCH (m:Memory {namespace: $namespace, id: id})
+RETURN properties(m) AS props
+"""
+
+EDGES_OF: Final = """
+MATCH (a:Memory {namespace: $namespace, id: $id})
+MATCH (a)-[r]-(b:Memory)
+WHERE type(r) IN $kinds
+  AND ($direction = 'both'
+       OR ($direction = 'out' AND startNode(r) = a)
+       OR ($direction = 'in' AND endNode(r) = a))
+RETURN DISTINCT type(r) AS kind, startNode(r).id AS src, endNode(r).id AS dst,
+       properties(r) AS props
+"""
+
+# The vector index holds every namespace: ask it for `$candidates` neighbours and keep those of
+# this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry.
+RECALL_INDEX: Final = """
+CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node, score
+WITH count(*) AS raw,
+     collect(CASE WHEN node.namespace = $namespace
+                   AND ($kinds IS NULL OR node.kind IN $kinds)
+                   AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
+              THEN properties(node) END) AS kept
+RETURN raw, kept
+"""
+
+# Exact cosine over the namespace alone, for when the index is missing or cannot fill k.
+RECALL_EXACT: Final = """
+MATCH (m:Memory {namespace: $namespace})
+WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
+  AND ($kinds IS NULL OR m.kind IN $kinds)
+  AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
+WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
+ORDER BY score DESC, m.id
+LIMIT $limit
+RETURN properties(m) AS props
+"""
+
+FIND_BY_HASH: Final = """
+MATCH (m:Memory {namespace: $namespace, content_hash: $hash})
+WHERE m.kind = $kind
+RETURN properties(m) AS props
+ORDER BY m.created_at, m.id
+LIMIT 1
+"""
+
+# Keyset pagination: stable (namespace, id) order without SKIP's quadratic cost.
+ITER_NODES: Final = """
+MATCH (m:Memory)
+WHERE ($namespace IS NULL OR m.namespace = $namespace)
+  AND ($kinds IS NULL OR m.kind IN $kinds)
+  AND (m.namespace > $after_namespace
+       OR (m.namespace = $after_namespace AND m.id > $after_id))
+RETURN properties(m) AS props
+ORDER BY m.namespace, m.id
+LIMIT $limit
+"""
+
+ITER_EDGES: Final = """
+MATCH (a:Memory)-[r]->(b:Memory)
+WHERE ($namespace IS NULL OR a.namespace = $namespace) AND type(r) IN $kinds
+RETURN a.namespace AS namespace, type(r) AS kind, a.id AS src, b.id AS dst,
+       properties(r) AS props
+ORDER BY namespace, kind, src, dst
+SKIP $skip
+LIMIT $limit
+"""
+
+NAMESPACES: Final = """
+MATCH (m:Memory)
+RETURN DISTINCT m.namespace AS namespace
+ORDER BY namespace
+"""

@@ -1,0 +1,510 @@
+"""The embedded store: a networkx graph and numpy vectors, persisted crash-safely to a directory.
+
+>>> from graphmem.models import Note
+>>> store = EmbeddedStore.in_memory()
+>>> store.upsert([Note(id="n1", namespace="demo", content="hello", embedding=[1.0, 0.0])])
+>>> [r.memory.id for r in store.recall("demo", [1.0, 0.1], k=1)]
+['n1']
+
+Persistence. Every committed call appends one JSON line (its effects, see ``_state``) to a
+write-ahead log and fsyncs it before returning, so an acknowledged write survives ``kill -9``
+or a power cut. When the log passes ``compact_bytes`` (or on :meth:`EmbeddedStore.compact`) the
+state is written as a snapshot of the next generation (temp file, fsync, atomic rename, then the
+``CURRENT`` pointer; see ``_journal``). Opening loads the snapshot and replays the log; a torn
+last line (a writer killed mid-append, never acknowledged) is cut off.
+
+Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
+``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
+newer generation it reloads that snapshot, and it applies the log records other processes
+appended since its last read. Only then does it validate, append, fsync and apply, and it
+unlocks last. Writes are therefore serialised across processes and each sees every write before
+it, so :meth:`update_utility` reads the current q under the exclusive lock and no update is lost.
+A lock wait longer than ``lock_timeout`` raises :class:`StoreLocked`. Within a process a
+``threading.RLock`` serialises threads. Callers always get private copies of the models.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from graphmem.errors import DimensionMismatch, InvalidInput, MemoryNotFound, StoreError
+from graphmem.models import (
+    MEMORY_CLASSES,
+    UTILITY_FIELDS,
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    MemoryKind,
+    check_id,
+    check_namespace,
+    check_vector,
+    memory_from_dict,
+    utcnow,
+)
+from graphmem.stores._journal import Journal
+from graphmem.stores._state import (
+    GraphState,
+    UtilityChange,
+    decode_change,
+    decode_line,
+    encode_change,
+    node_record,
+)
+from graphmem.stores._vectors import Vector, as_float32
+from graphmem.stores.base import (
+    Direction,
+    MemoryStore,
+    Recall,
+    check_alpha_reward,
+    check_patch,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_COMPACT_BYTES = 64 * 1024 * 1024
+_ITER_CHUNK = 256
+_MEMORY_TYPES = tuple(MEMORY_CLASSES.values())
+
+
+class EmbeddedStore(MemoryStore):
+    """The zero-setup store. ``EmbeddedStore(path)`` persists to ``path``; ``None`` keeps
+    everything in memory (see :meth:`in_memory`)."""
+
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        lock_timeout: float = 30.0,
+        compact_bytes: int = DEFAULT_COMPACT_BYTES,
+    ) -> None:
+        self._mutex = threading.RLock()
+        self._state = GraphState()
+        self._compact_bytes = compact_bytes
+        self._closed = False
+        self.path = None if path is None else Path(path)
+        self._journal: Journal | None = None
+        if self.path is not None:
+            journal = Journal(self.path, lock_timeout)
+            try:
+                with journal.lock.hold(exclusive=True):
+                    journal.initialise()
+                    self._journal = journal
+                    self._catch_up(exclusive=True)
+                    journal.remove_stale()
+            except BaseException:
+                self._journal = None
+                journal.close()
+                raise
+
+    @classmethod
+    def in_memory(cls) -> EmbeddedStore:
+        """A store that lives and dies with the process (tests, demos)."""
+        return cls(None)
+
+    @classmethod
+    def open(
+        cls,
+        path: str | Path,
+        *,
+        lock_timeout: float = 30.0,
+        compact_bytes: int = DEFAULT_COMPACT_BYTES,
+    ) -> EmbeddedStore:
+        """Open (creating if needed) the store in directory ``path``."""
+        return cls(path, lock_timeout=lock_timeout, compact_bytes=compact_bytes)
+
+    def __repr__(self) -> str:
+        where = "in memory" if self.path is None else str(self.path)
+        return f"EmbeddedStore({where})"
+
+    def __enter__(self) -> EmbeddedStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- locking and catching up --------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[None]:
+        with self._mutex:
+            self._check_open()
+            if self._journal is None:
+                yield
+                return
+            with self._journal.lock.hold(exclusive=False):
+                self._catch_up(exclusive=False)
+                yield
+
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        with self._mutex:
+            self._check_open()
+            if self._journal is None:
+                yield
+                return
+            with self._journal.lock.hold(exclusive=True):
+                self._catch_up(exclusive=True)
+                yield
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("the store is closed")
+
+    def _catch_up(self, *, exclusive: bool) -> None:
+        """Apply what other processes committed since this one last looked."""
+        journal = self._journal
+        assert journal is not None
+        generation = journal.read_current()
+        if generation != journal.generation:
+            self._load_generation(journal, generation)
+        data = journal.unread()
+        pos = 0
+        while pos < len(data):
+            end = data.find(b"\n", pos)
+            if end < 0:
+                break  # torn tail: a writer died mid-append
+            try:
+                change = decode_line(data[pos:end])
+            except ValueError as e:
+                if data[end + 1 :].strip():
+                    raise StoreError(
+                        f"the store's log {journal.root} is corrupt at byte "
+                        f"{journal.offset + pos}: {e}"
+                    ) from e
+                break  # a garbled last record was never acknowledged
+            self._state.apply(change)
+            pos = end + 1
+        journal.offset += pos
+        if pos < len(data) and exclusive:
+            log.warning("dropping %d bytes of an unfinished write", len(data) - pos)
+            journal.truncate(journal.offset)
+
+    def _load_generation(self, journal: Journal, generation: int) -> None:
+        journal.open_wal(generation)
+        state = GraphState()
+        snapshot = journal.load_snapshot(generation)
+        if snapshot is not None:
+            record, matrix = snapshot
+            try:
+                state.apply(decode_change(record, matrix))
+            except (InvalidInput, KeyError, TypeError, ValueError) as e:
+                raise StoreError(f"snapshot {generation} of {journal.root} is corrupt: {e}") from e
+        self._state = state
+
+    def _commit(self, line: bytes) -> None:
+        """Make one change durable, then apply it (the caller holds the write lock)."""
+        # The live path applies the decoded line, exactly what a replay will apply.
+        change = decode_change(json.loads(line))
+        if self._journal is not None:
+            self._journal.append(line)
+        self._state.apply(change)
+        if self._journal is not None and self._journal.offset > self._compact_bytes:
+            try:
+                self._compact_locked()
+            except (OSError, StoreError) as e:
+                # The write itself is durable; compaction simply runs again on a later write.
+                log.warning("compacting %s failed: %s", self.path, e)
+
+    def compact(self) -> None:
+        """Fold the write-ahead log into a fresh snapshot now."""
+        with self._write():
+            if self._journal is not None:
+                self._compact_locked()
+
+    def _compact_locked(self) -> None:
+        assert self._journal is not None
+        record, matrix = self._state.snapshot()
+        self._journal.write_generation(record, matrix)
+
+    def close(self) -> None:
+        with self._mutex:
+            if self._closed:
+                return
+            self._closed = True
+            if self._journal is not None:
+                self._journal.close()
+                self._journal = None
+
+    # ---- schema -------------------------------------------------------------------------
+
+    @property
+    def dimension(self) -> int | None:
+        with self._read():
+            return self._state.dimension
+
+    def check_dimension(self, dimension: int) -> None:
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise InvalidInput(f"a dimension must be a positive integer, got {dimension!r}")
+        with self._read():
+            if self._state.dimension == dimension:
+                return
+        with self._write():
+            current = self._state.dimension
+            if current is None:
+                self._commit(encode_change(dimension=dimension))
+            elif current != dimension:
+                raise DimensionMismatch(current, dimension)
+
+    # ---- writes -------------------------------------------------------------------------
+
+    def upsert(
+        self,
+        nodes: Sequence[AnyMemory] = (),
+        edges: Sequence[Edge] = (),
+        *,
+        keep_utility: bool = True,
+    ) -> None:
+        nodes, edges = list(nodes), list(edges)
+        for node in nodes:
+            if not isinstance(node, _MEMORY_TYPES):
+                raise InvalidInput(f"upsert takes memories, got {type(node).__name__}")
+        for edge in edges:
+            if not isinstance(edge, Edge):
+                raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
+        if not nodes and not edges:
+            return
+        with self._write():
+            state = self._state
+            new_dim: int | None = None  # fixed by this call's first vector if none is yet
+            batch: dict[tuple[str, str], tuple[AnyMemory, Vector | None]] = {}
+            for node in nodes:
+                ns, memory_id = check_namespace(node.namespace), check_id(node.id)
+                vector = None
+                if node.embedding is not None:
+                    dim = state.dimension if state.dimension is not None else new_dim
+                    vector = as_float32(check_vector(node.embedding, dim))
+                    if dim is None:
+                        new_dim = len(vector)
+                earlier = batch.get((ns, memory_id))
+                before = earlier[0] if earlier is not None else state.memory(ns, memory_id)
+                if before is not None and before.kind != node.kind:
+                    raise InvalidInput(
+                        f"memory {memory_id!r} in namespace {ns!r} is a {before.kind}; "
+                        f"it cannot be replaced by a {node.kind}"
+                    )
+                batch[(ns, memory_id)] = (node, vector)
+            merged: dict[tuple[str, str, str, str], Edge] = {}
+            for edge in edges:
+                for end in (edge.src, edge.dst):
+                    if (edge.namespace, end) not in batch and not state.memory(edge.namespace, end):
+                        raise MemoryNotFound(end, edge.namespace)
+                merged[edge.key] = self._merge_edge(merged.get(edge.key), edge)
+            records = []
+            for (ns, memory_id), (node, vector) in batch.items():
+                record = node_record(node, vector)
+                existing = state.memory(ns, memory_id)
+                if keep_utility and existing is not None:
+                    for name in UTILITY_FIELDS:
+                        record[name] = getattr(existing, name)
+                records.append(record)
+            self._commit(
+                encode_change(dimension=new_dim, nodes=records, edges=list(merged.values()))
+            )
+
+    def _merge_edge(self, pending: Edge | None, edge: Edge) -> Edge:
+        """The edge to store: props merged into an existing (or earlier in-batch) edge."""
+        before = pending or self._state.edge(edge.namespace, edge.kind, edge.src, edge.dst)
+        if before is None:
+            return edge.model_copy(deep=True)
+        return before.model_copy(update={"props": {**before.props, **edge.props}})
+
+    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
+        check_namespace(namespace)
+        check_id(memory_id)
+        if not isinstance(changes, dict):
+            raise InvalidInput("a patch is a dict of field names to new values")
+        check_patch(changes)
+        with self._write():
+            current = self._state.memory(namespace, memory_id)
+            if current is None:
+                raise MemoryNotFound(memory_id, namespace)
+            data = current.model_dump()
+            data.update(changes)
+            if "updated_at" not in changes:
+                data["updated_at"] = utcnow()
+            new = memory_from_dict(data)
+            vector = self._state.vector(namespace, memory_id)
+            self._commit(encode_change(nodes=[node_record(new, vector)]))
+            out = self._state.copy_out(namespace, memory_id)
+        assert out is not None
+        return out
+
+    def update_utility(
+        self,
+        namespace: str,
+        memory_ids: Sequence[str],
+        reward: float,
+        alpha: float,
+        *,
+        success: bool | None = None,
+    ) -> list[AnyMemory]:
+        check_namespace(namespace)
+        ids = _check_ids(memory_ids)
+        check_alpha_reward(alpha, reward)
+        if not ids:
+            return []
+        with self._write():
+            now = utcnow()
+            updates = []
+            for memory_id in ids:
+                m = self._state.memory(namespace, memory_id)
+                if m is None:
+                    raise MemoryNotFound(memory_id, namespace)
+                q = m.q + alpha * (reward - m.q)
+                if not math.isfinite(q):
+                    raise InvalidInput(f"the update would make q of {memory_id!r} non-finite")
+                updates.append(
+                    UtilityChange(
+                        namespace,
+                        memory_id,
+                        q,
+                        m.q_updates + 1,
+                        m.uses + 1,
+                        m.successes + (1 if success else 0),
+                        now,
+                    )
+                )
+            self._commit(encode_change(utility=updates))
+            return [self._copy(namespace, i) for i in ids]
+
+    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        check_namespace(namespace)
+        ids = _check_ids(memory_ids)
+        with self._write():
+            present = [i for i in ids if self._state.memory(namespace, i) is not None]
+            if not present:
+                return []
+            gone = self._state.cascade(namespace, present)
+            self._commit(encode_change(deletes=[(namespace, i) for i in gone]))
+            return gone
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def _copy(self, namespace: str, memory_id: str) -> AnyMemory:
+        out = self._state.copy_out(namespace, memory_id)
+        if out is None:
+            raise MemoryNotFound(memory_id, namespace)
+        return out
+
+    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        check_namespace(namespace)
+        if isinstance(memory_ids, str):
+            raise InvalidInput("get_many takes a sequence of ids, not one string")
+        ids = [check_id(i) for i in memory_ids]
+        with self._read():
+            found = (self._state.copy_out(namespace, i) for i in ids)
+            return [m for m in found if m is not None]
+
+    def edges(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        check_namespace(namespace)
+        check_id(memory_id)
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        edge_kinds = None if kinds is None else [_edge_kind(k) for k in kinds]
+        with self._read():
+            found = self._state.edges_of(namespace, memory_id, edge_kinds, direction)
+            return [e.model_copy(deep=True) for e in found]
+
+    def recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[Recall]:
+        check_namespace(namespace)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+        if min_sim is not None and not math.isfinite(min_sim):
+            raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
+        kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
+        with self._read():
+            query = as_float32(check_vector(vector, self._state.dimension))
+            space = self._state.spaces.get(namespace)
+            if space is None or space.vectors is None:
+                return []
+            hits = space.vectors.search(
+                query, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
+            )
+            return [Recall(memory=self._copy(namespace, i), sim=s) for i, s in hits]
+
+    def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
+        check_namespace(namespace)
+        memory_kind = _memory_kind(kind)
+        if not isinstance(content_hash, str) or not content_hash:
+            raise InvalidInput("a content hash is a non-empty string")
+        with self._read():
+            memory_id = self._state.find_hash(namespace, memory_kind, content_hash)
+            return None if memory_id is None else self._copy(namespace, memory_id)
+
+    def iter_nodes(
+        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
+    ) -> Iterator[AnyMemory]:
+        if namespace is not None:
+            check_namespace(namespace)
+        wanted = None if kinds is None else {_memory_kind(k).value for k in kinds}
+        with self._read():
+            namespaces = self._state.namespaces() if namespace is None else [namespace]
+            keys = [(ns, i) for ns in namespaces for i in self._state.ids(ns)]
+        return self._iter_copies(keys, wanted)
+
+    def _iter_copies(
+        self, keys: list[tuple[str, str]], wanted: set[str] | None
+    ) -> Iterator[AnyMemory]:
+        # Copies are made a chunk at a time under the lock, so a long export neither holds the
+        # lock throughout nor materialises every embedding at once.
+        for start in range(0, len(keys), _ITER_CHUNK):
+            with self._read():
+                chunk = [self._state.copy_out(ns, i) for ns, i in keys[start : start + _ITER_CHUNK]]
+            for memory in chunk:
+                if memory is not None and (wanted is None or memory.kind in wanted):
+                    yield memory
+
+    def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
+        if namespace is not None:
+            check_namespace(namespace)
+        with self._read():
+            namespaces = self._state.namespaces() if namespace is None else [namespace]
+            found = [e for ns in namespaces for e in self._state.iter_edges(ns)]
+            return iter([e.model_copy(deep=True) for e in found])
+
+    def namespaces(self) -> list[str]:
+        with self._read():
+            return self._state.namespaces()
+
+
+def _check_ids(memory_ids: Sequence[str]) -> list[str]:
+    if isinstance(memory_ids, str):
+        raise InvalidInput("expected a sequence of memory ids, not one string")
+    return list(dict.fromkeys(check_id(i) for i in memory_ids))
+
+
+def _memory_kind(kind: Any) -> MemoryKind:
+    try:
+        return MemoryKind(kind)
+    except ValueError as e:
+        raise InvalidInput(f"unknown memory kind {kind!r}") from e
+
+
+def _edge_kind(kind: Any) -> EdgeKind:
+    try:
+        return EdgeKind(kind)
+    except ValueError as e:
+        raise InvalidInput(f"unknown edge kind {kind!r}") from e

@@ -1,0 +1,674 @@
+"""The Neo4j store: the memory graph in Neo4j 5.26 (Community is enough).
+
+Every memory is a node labelled ``Memory`` plus its kind, with flat primitive properties (the
+model's JSON form: datetimes as ISO strings, lists of strings, the embedding as a float list);
+edges are relationships of their kind. All Cypher lives in :mod:`graphmem.stores.cypher`.
+Writes are batched with UNWIND inside managed transactions, which the driver retries on
+transient errors; ``neo4j://`` routing URIs work unchanged.
+
+The schema (constraints, vector and full-text indexes) is applied explicitly with
+:func:`graphmem.schema.setup` or ``graphmem schema apply``, never by the constructor.
+
+>>> store = Neo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "secret")  # doctest: +SKIP
+>>> store.setup(384)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import neo4j
+import numpy as np
+from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
+
+from graphmem.errors import (
+    ConfigError,
+    DimensionMismatch,
+    GraphmemError,
+    InvalidInput,
+    MemoryNotFound,
+    StoreError,
+)
+from graphmem.models import (
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    Memory,
+    MemoryKind,
+    check_id,
+    check_namespace,
+    check_vector,
+    memory_from_dict,
+    utcnow,
+)
+from graphmem.stores import cypher
+from graphmem.stores.base import (
+    ABOUT_KINDS,
+    OWNED_BY,
+    Direction,
+    MemoryStore,
+    Recall,
+    check_alpha_reward,
+    check_patch,
+)
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PAGE_SIZE = 1000
+"""Rows per read transaction when iterating over the whole graph."""
+MIN_CANDIDATES = 32
+MAX_INDEX_CANDIDATES = 8192
+"""Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
+RESERVED_EDGE_PROPS = frozenset({"created_at"})
+
+
+class Neo4jStore(MemoryStore):
+    """The memory graph in Neo4j; see the module docstring.
+
+    The driver is injected and stays the caller's (``close`` leaves it open); use
+    :meth:`from_uri` to let the store own one.
+    """
+
+    def __init__(self, driver: neo4j.Driver, *, database: str | None = None) -> None:
+        self._driver = driver
+        self._database = database
+        self._owns_driver = False
+        self._closed = False
+        self._dimension: int | None = None
+        self._index_ready = False
+
+    @classmethod
+    def from_uri(
+        cls,
+        uri: str,
+        user: str = "neo4j",
+        password: str | None = None,
+        database: str | None = None,
+        **driver_config: Any,
+    ) -> Neo4jStore:
+        """Connect to ``uri`` (``bolt://`` or ``neo4j://``), check it answers, own the driver.
+
+        No password means no authentication.
+        """
+        auth = (user, password) if password is not None else None
+        try:
+            driver = neo4j.GraphDatabase.driver(uri, auth=auth, **driver_config)
+        except (ValueError, DriverError, ImportError) as e:
+            # ImportError: the driver's http:// transport needs an optional package.
+            raise ConfigError(f"unusable Neo4j URI {uri!r}: {_reason(e)}") from e
+        try:
+            driver.verify_connectivity()
+        except AuthError as e:
+            driver.close()
+            raise StoreError(f"Neo4j at {uri} rejected the credentials of user {user!r}") from e
+        except (DriverError, Neo4jError, OSError) as e:
+            driver.close()
+            raise StoreError(f"cannot reach Neo4j at {uri}: {_reason(e)}") from e
+        store = cls(driver, database=database)
+        store._owns_driver = True
+        return store
+
+    @property
+    def driver(self) -> neo4j.Driver:
+        return self._driver
+
+    def setup(self, dimension: int = 384) -> None:
+        """Apply the schema (see :func:`graphmem.schema.setup`); idempotent."""
+        from graphmem.schema import setup
+
+        setup(self._driver, dimension, database=self._database)
+        self._index_ready = False
+
+    # ---- plumbing -------------------------------------------------------------------------
+
+    def _session(self) -> neo4j.Session:
+        if self._closed:
+            raise StoreError("the Neo4j store is closed")
+        # One bookmark manager for every session: reads see this store's earlier writes even
+        # when a cluster routes them to another member.
+        return self._driver.session(
+            database=self._database,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+            notifications_min_severity="OFF",
+        )
+
+    def _read(self, work: Callable[[neo4j.ManagedTransaction], T], what: str) -> T:
+        try:
+            with self._session() as session:
+                return session.execute_read(work)
+        except GraphmemError:
+            raise
+        except (Neo4jError, DriverError, OSError) as e:
+            raise StoreError(f"Neo4j {what} failed: {_reason(e)}") from e
+
+    def _write(self, work: Callable[[neo4j.ManagedTransaction], T], what: str) -> T:
+        try:
+            with self._session() as session:
+                return session.execute_write(work)
+        except GraphmemError:
+            raise
+        except (Neo4jError, DriverError, OSError) as e:
+            raise StoreError(f"Neo4j {what} failed: {_reason(e)}") from e
+
+    # ---- schema ---------------------------------------------------------------------------
+
+    @property
+    def dimension(self) -> int | None:
+        if self._dimension is None:
+            self._dimension = self._read(_meta_dimension, "read of the dimension")
+        return self._dimension
+
+    def check_dimension(self, dimension: int) -> None:
+        if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+            raise InvalidInput(f"the dimension must be a positive integer, got {dimension!r}")
+        if self.dimension is not None:
+            if self._dimension != dimension:
+                raise DimensionMismatch(self._dimension or 0, dimension)
+            return
+        self._dimension = self._write(lambda tx: _fix_dimension(tx, dimension), "dimension write")
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    def upsert(
+        self,
+        nodes: Sequence[AnyMemory] = (),
+        edges: Sequence[Edge] = (),
+        *,
+        keep_utility: bool = True,
+    ) -> None:
+        nodes, edges = list(nodes), list(edges)
+        for node in nodes:
+            if not isinstance(node, Memory):
+                raise InvalidInput(f"upsert takes memories, got {type(node).__name__}")
+        for edge in edges:
+            if not isinstance(edge, Edge):
+                raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
+        if not nodes and not edges:
+            return
+        dims = _call_dimension(nodes)
+        if dims is not None and self.dimension is not None and dims != self._dimension:
+            raise DimensionMismatch(self._dimension or 0, dims)
+        by_kind, wanted = _node_rows(nodes)
+        edge_rows = _edge_rows(edges)
+
+        def work(tx: neo4j.ManagedTransaction) -> int | None:
+            fixed = _fix_dimension(tx, dims) if dims is not None else None
+            keys = [{"namespace": m.namespace, "id": m.id} for m in nodes]
+            if keys:
+                for rec in tx.run(cypher.KINDS_OF, rows=keys):
+                    want = wanted.get((rec["namespace"], rec["id"]))
+                    if want is not None and want != rec["kind"]:
+                        raise InvalidInput(
+                            f"memory {rec['id']!r} in namespace {rec['namespace']!r} is a "
+                            f"{rec['kind']}, not a {want}"
+                        )
+            for node_kind, rows in by_kind.items():
+                query = cypher.upsert_nodes(node_kind)
+                tx.run(query, rows=rows, keep_utility=keep_utility).consume()
+            if edge_rows:
+                flat = [row for rows in edge_rows.values() for row in rows]
+                missing = tx.run(cypher.MISSING_ENDPOINTS, rows=flat).single()
+                if missing is not None:
+                    raise MemoryNotFound(missing["id"], missing["namespace"])
+                for edge_kind, rows in edge_rows.items():
+                    tx.run(cypher.upsert_edges(edge_kind), rows=rows).consume()
+            return fixed
+
+        fixed = self._write(work, "upsert")
+        if fixed is not None:
+            self._dimension = fixed
+
+    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
+        check_namespace(namespace)
+        check_id(memory_id)
+        if not isinstance(changes, dict):
+            raise InvalidInput("a patch is a dict of field names to new values")
+        check_patch(changes)
+
+        def work(tx: neo4j.ManagedTransaction) -> AnyMemory:
+            found = tx.run(cypher.GET_MANY, namespace=namespace, ids=[memory_id]).single()
+            if found is None:
+                raise MemoryNotFound(memory_id, namespace)
+            current = _to_memory(found["props"])
+            data = current.model_dump()
+            data.update(changes)
+            if "updated_at" not in changes:
+                data["updated_at"] = utcnow()
+            new = memory_from_dict(data)
+            dumped = _props(new)
+            props = {k: dumped.get(k) for k in [*changes, "updated_at"]}
+            record = tx.run(cypher.PATCH, namespace=namespace, id=memory_id, props=props).single()
+            assert record is not None
+            return _to_memory(record["props"])
+
+        return self._write(work, "patch")
+
+    def update_utility(
+        self,
+        namespace: str,
+        memory_ids: Sequence[str],
+        reward: float,
+        alpha: float,
+        *,
+        success: bool | None = None,
+    ) -> list[AnyMemory]:
+        check_namespace(namespace)
+        ids = _check_ids(memory_ids)
+        check_alpha_reward(alpha, reward)
+        if not ids:
+            return []
+        unique = sorted(ids)
+        inc = 1 if success else 0
+
+        def work(tx: neo4j.ManagedTransaction) -> dict[str, AnyMemory]:
+            found = {r["id"] for r in tx.run(cypher.EXISTING_IDS, namespace=namespace, ids=unique)}
+            lost = [i for i in ids if i not in found]
+            if lost:
+                raise MemoryNotFound(lost[0], namespace)
+            result = tx.run(
+                cypher.UPDATE_UTILITY,
+                namespace=namespace,
+                ids=unique,
+                alpha=float(alpha),
+                reward=float(reward),
+                success_inc=inc,
+                now=utcnow().isoformat(),
+            )
+            rows = [r["props"] for r in result]
+            for row in rows:
+                if not math.isfinite(row["q"]):  # raising rolls the whole update back
+                    raise InvalidInput(f"the update would make q of {row['id']!r} non-finite")
+            return {m.id: m for m in map(_to_memory, rows)}
+
+        updated = self._write(work, "utility update")
+        return [updated[i] for i in ids]
+
+    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        check_namespace(namespace)
+        ids = _check_ids(memory_ids)
+        if not ids:
+            return []
+
+        def work(tx: neo4j.ManagedTransaction) -> list[str]:
+            found = {r["id"] for r in tx.run(cypher.EXISTING_IDS, namespace=namespace, ids=ids)}
+            frontier = [i for i in ids if i in found]
+            deleted: list[str] = []
+            while frontier:
+                candidates = _orphan_candidates(tx, namespace, frontier)
+                tx.run(cypher.DETACH_DELETE, namespace=namespace, ids=frontier).consume()
+                deleted.extend(frontier)
+                frontier = _orphans(tx, namespace, candidates)
+            return deleted
+
+        return self._write(work, "delete")
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        check_namespace(namespace)
+        if isinstance(memory_ids, str):
+            raise InvalidInput("get_many takes a sequence of ids, not one string")
+        ids = [check_id(i) for i in memory_ids]
+        if not ids:
+            return []
+        unique = list(dict.fromkeys(ids))
+
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            result = tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)
+            return [r["props"] for r in result]
+
+        by_id = {m.id: m for m in map(_to_memory, self._read(work, "read"))}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def edges(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        check_namespace(namespace)
+        check_id(memory_id)
+        if direction not in ("out", "in", "both"):
+            raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+        types = [cypher.rel_type(k) for k in (kinds if kinds is not None else list(EdgeKind))]
+
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            result = tx.run(
+                cypher.EDGES_OF, namespace=namespace, id=memory_id, kinds=types, direction=direction
+            )
+            return [r.data() for r in result]
+
+        found = [_to_edge(namespace, row) for row in self._read(work, "edge read")]
+        unique = {e.key: e for e in found}
+        return sorted(unique.values(), key=lambda e: (e.created_at, e.kind.value, e.src, e.dst))
+
+    def recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[Recall]:
+        """Top-k memories of the namespace by cosine similarity, best first.
+
+        The vector index is shared by every namespace, so it is asked for more candidates
+        than k (at least 4k) and the namespace/kind/obsolete filter is applied to what it
+        returns; while fewer than k survive, the candidate count grows fourfold. If the index
+        runs dry or a namespace is crowded out past ``MAX_INDEX_CANDIDATES``, or the index is
+        missing (schema not applied), an exact cosine scan of the namespace alone answers
+        instead. Either way the final ranking and the reported ``sim`` are exact float64
+        cosines computed here, not the index's approximate, [0, 1]-rescaled scores.
+        """
+        check_namespace(namespace)
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+        if min_sim is not None and not math.isfinite(min_sim):
+            raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
+        kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
+        dimension = self.dimension
+        query = check_vector(vector, dimension)
+        if k == 0 or dimension is None or kind_values == []:
+            return []
+        use_index = self._vector_index_ready(dimension)
+        params: dict[str, Any] = {
+            "namespace": namespace,
+            "kinds": kind_values,
+            "include_obsolete": include_obsolete,
+            "vector": query,
+        }
+
+        def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
+            if use_index:
+                candidates = max(4 * k, MIN_CANDIDATES)
+                while True:
+                    record = tx.run(
+                        cypher.RECALL_INDEX,
+                        index=cypher.VECTOR_INDEX,
+                        candidates=candidates,
+                        **params,
+                    ).single()
+                    assert record is not None
+                    kept: list[dict[str, Any]] = record["kept"]
+                    if len(kept) >= k:
+                        return kept
+                    if record["raw"] < candidates or candidates >= MAX_INDEX_CANDIDATES:
+                        break
+                    candidates *= 4
+            result = tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=4 * k, **params)
+            return [r["props"] for r in result]
+
+        rows = self._read(work, "recall")
+        return _rank(rows, query, k, min_sim)
+
+    def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
+        check_namespace(namespace)
+        kind_value = cypher.label(kind)
+        if not isinstance(content_hash, str) or not content_hash:
+            raise InvalidInput("a content hash must be a non-empty string")
+
+        def work(tx: neo4j.ManagedTransaction) -> dict[str, Any] | None:
+            record = tx.run(
+                cypher.FIND_BY_HASH, namespace=namespace, hash=content_hash, kind=kind_value
+            ).single()
+            return None if record is None else dict(record["props"])
+
+        found = self._read(work, "hash lookup")
+        return None if found is None else _to_memory(found)
+
+    def iter_nodes(
+        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
+    ) -> Iterator[AnyMemory]:
+        if namespace is not None:
+            check_namespace(namespace)
+        kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
+        after = ("", "")
+        while True:
+            params = {
+                "namespace": namespace,
+                "kinds": kind_values,
+                "after_namespace": after[0],
+                "after_id": after[1],
+                "limit": PAGE_SIZE,
+            }
+
+            def work(tx: neo4j.ManagedTransaction, p: dict[str, Any] = params) -> list[Any]:
+                return [r["props"] for r in tx.run(cypher.ITER_NODES, p)]
+
+            page = [_to_memory(p) for p in self._read(work, "node scan")]
+            yield from page
+            if len(page) < PAGE_SIZE:
+                return
+            after = (page[-1].namespace, page[-1].id)
+
+    def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
+        if namespace is not None:
+            check_namespace(namespace)
+        types = [k.value for k in EdgeKind]
+        skip = 0
+        while True:
+            params = {"namespace": namespace, "kinds": types, "skip": skip, "limit": PAGE_SIZE}
+
+            def work(tx: neo4j.ManagedTransaction, p: dict[str, Any] = params) -> list[Any]:
+                return [r.data() for r in tx.run(cypher.ITER_EDGES, p)]
+
+            page = self._read(work, "edge scan")
+            for row in page:
+                yield _to_edge(row["namespace"], row)
+            if len(page) < PAGE_SIZE:
+                return
+            skip += PAGE_SIZE
+
+    def namespaces(self) -> list[str]:
+        def work(tx: neo4j.ManagedTransaction) -> list[str]:
+            return [r["namespace"] for r in tx.run(cypher.NAMESPACES)]
+
+        return self._read(work, "namespace list")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_driver:
+            self._driver.close()
+
+    # ---- helpers --------------------------------------------------------------------------
+
+    def _vector_index_ready(self, dimension: int) -> bool:
+        """True when the schema's vector index exists, is online and has our dimension."""
+        if self._index_ready:
+            return True
+
+        def work(tx: neo4j.ManagedTransaction) -> tuple[str, int | None] | None:
+            record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
+            if record is None:
+                return None
+            dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
+            return str(record["state"]), None if dims is None else int(dims)
+
+        info = self._read(work, "index lookup")
+        if info is None or info[0] != "ONLINE" or info[1] != dimension:
+            log.warning(
+                "vector index %r is missing, not online or not %d-dim: recall scans exactly "
+                "(run `graphmem schema apply`)",
+                cypher.VECTOR_INDEX,
+                dimension,
+            )
+            return False
+        self._index_ready = True
+        return True
+
+
+# ---- module helpers ------------------------------------------------------------------------
+
+
+def _reason(e: BaseException) -> str:
+    """One line about a driver error; never the parameters or credentials."""
+    if isinstance(e, ServiceUnavailable):
+        return "the server is unavailable"
+    message = getattr(e, "message", None) or str(e) or type(e).__name__
+    code = getattr(e, "code", None)
+    line = str(message).strip().splitlines()[0][:300] if str(message).strip() else type(e).__name__
+    return f"{line} ({code})" if code else line
+
+
+def _meta_dimension(tx: neo4j.ManagedTransaction) -> int | None:
+    record = tx.run(cypher.META_GET, name=cypher.META_NAME).single()
+    return None if record is None or record["dimension"] is None else int(record["dimension"])
+
+
+def _fix_dimension(tx: neo4j.ManagedTransaction, dimension: int) -> int:
+    """Record ``dimension`` if none is; raise DimensionMismatch if another one is."""
+    record = tx.run(cypher.META_FIX_DIMENSION, name=cypher.META_NAME, dimension=dimension).single()
+    assert record is not None
+    stored = int(record["dimension"])
+    if stored != dimension:
+        raise DimensionMismatch(stored, dimension)
+    return stored
+
+
+def _check_ids(memory_ids: Sequence[str]) -> list[str]:
+    """Validated ids, duplicates dropped, order kept."""
+    if isinstance(memory_ids, str):
+        raise InvalidInput("expected a sequence of memory ids, not one string")
+    return list(dict.fromkeys(check_id(i) for i in memory_ids))
+
+
+def _call_dimension(nodes: Sequence[AnyMemory]) -> int | None:
+    """The one embedding dimension used in a call (mixed dimensions are rejected)."""
+    dims = {len(m.embedding) for m in nodes if m.embedding is not None}
+    if len(dims) > 1:
+        first, *rest = sorted(dims)
+        raise DimensionMismatch(first, rest[0], where="call")
+    return dims.pop() if dims else None
+
+
+def _props(memory: AnyMemory) -> dict[str, Any]:
+    """A memory as flat Neo4j properties: its JSON form without nulls (Neo4j stores no null)."""
+    return {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
+
+
+def _node_rows(
+    nodes: Sequence[AnyMemory],
+) -> tuple[dict[MemoryKind, list[dict[str, Any]]], dict[tuple[str, str], str]]:
+    """Rows per kind for UNWIND, and the kind the call writes for each (namespace, id)."""
+    kinds: dict[tuple[str, str], str] = {}
+    out: dict[MemoryKind, list[dict[str, Any]]] = {}
+    for memory in nodes:
+        key = (memory.namespace, memory.id)
+        if kinds.setdefault(key, memory.kind) != memory.kind:
+            raise InvalidInput(
+                f"memory {memory.id!r} appears twice in one call with kinds "
+                f"{kinds[key]} and {memory.kind}"
+            )
+        kind = MemoryKind(memory.kind)
+        out.setdefault(kind, []).append(
+            {"namespace": memory.namespace, "id": memory.id, "props": _props(memory)}
+        )
+    return out, kinds
+
+
+def _edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
+    out: dict[EdgeKind, list[dict[str, Any]]] = {}
+    for edge in edges:
+        reserved = RESERVED_EDGE_PROPS & set(edge.props)
+        if reserved:
+            raise InvalidInput(f"edge property name {sorted(reserved)[0]!r} is reserved")
+        props = {k: v for k, v in edge.props.items() if v is not None}
+        out.setdefault(edge.kind, []).append(
+            {
+                "namespace": edge.namespace,
+                "src": edge.src,
+                "dst": edge.dst,
+                "props": props,
+                "created_at": edge.created_at.isoformat(),
+            }
+        )
+    return out
+
+
+def _to_memory(props: Any) -> AnyMemory:
+    return memory_from_dict(dict(props))
+
+
+def _to_edge(namespace: str, row: dict[str, Any]) -> Edge:
+    props = dict(row["props"])
+    created_at = props.pop("created_at", None)
+    data: dict[str, Any] = {
+        "namespace": namespace,
+        "kind": row["kind"],
+        "src": row["src"],
+        "dst": row["dst"],
+        "props": props,
+    }
+    if created_at is not None:
+        data["created_at"] = created_at
+    return Edge(**data)
+
+
+def _orphan_candidates(
+    tx: neo4j.ManagedTransaction, namespace: str, ids: list[str]
+) -> dict[MemoryKind, list[str]]:
+    """Owned and ABOUT nodes that may be orphaned once ``ids`` are deleted."""
+    out: dict[MemoryKind, list[str]] = {}
+    for kind, owners in OWNED_BY.items():
+        query = cypher.owned_candidates(kind, tuple(owners))
+        out.setdefault(kind, []).extend(
+            r["id"] for r in tx.run(query, namespace=namespace, ids=ids)
+        )
+    for kind in ABOUT_KINDS:
+        query = cypher.about_candidates(kind)
+        out.setdefault(kind, []).extend(
+            r["id"] for r in tx.run(query, namespace=namespace, ids=ids)
+        )
+    return out
+
+
+def _orphans(
+    tx: neo4j.ManagedTransaction, namespace: str, candidates: dict[MemoryKind, list[str]]
+) -> list[str]:
+    out: list[str] = []
+    for kind, ids in candidates.items():
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            continue
+        queries = []
+        if kind in OWNED_BY:
+            queries.append(cypher.owned_orphans(kind, tuple(OWNED_BY[kind])))
+        if kind in ABOUT_KINDS:
+            queries.append(cypher.about_orphans(kind))
+        for query in queries:
+            out.extend(r["id"] for r in tx.run(query, namespace=namespace, ids=ids))
+    return list(dict.fromkeys(out))
+
+
+def _rank(
+    rows: list[dict[str, Any]], query: list[float], k: int, min_sim: float | None
+) -> list[Recall]:
+    """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
+    if not rows:
+        return []
+    unique = {(r["namespace"], r["id"]): r for r in rows}
+    memories = [_to_memory(r) for r in unique.values()]
+    matrix = np.array([m.embedding for m in memories], dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    sims = matrix @ q / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
+    order = sorted(range(len(memories)), key=lambda i: (-sims[i], memories[i].id))
+    out = []
+    for i in order:
+        sim = float(sims[i])
+        if min_sim is not None and sim < min_sim:
+            break
+        out.append(Recall(memory=memories[i], sim=sim))
+        if len(out) == k:
+            break
+    return out

@@ -1,0 +1,167 @@
+"""LangChain tools that give a ReAct-style agent a graphmem memory.
+
+``memory_tools(mem, namespace)`` returns three tools bound to one memory and namespace:
+
+- ``search_memory(query)``: two-phase retrieval; the first search of a run opens an Episode and
+  later searches add to it, so the outcome is credited to everything the agent was shown;
+- ``save_note(content, tags)``: store a Zettelkasten note (keywords and context extracted);
+- ``report_outcome(success, reward)``: finish the episode, ``Q ← Q + α(R − Q)`` on what it
+  retrieved.
+
+A toolkit holds the run's open episode, so use one toolkit per agent run (or conversation).
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+>>> search, save, report = memory_tools(mem, "agent-1")
+>>> save.invoke({"content": "The wifi password is on the fridge."}).startswith("Saved note")
+True
+>>> "wifi password" in search.invoke({"query": "where is the wifi password?"})
+True
+>>> report.invoke({"success": True}).startswith("Episode")
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+from langchain_core.tools import BaseTool, StructuredTool
+
+from graphmem.config import RetrievalConfig
+from graphmem.errors import GraphmemError
+from graphmem.memory import GraphMemory
+from graphmem.models import MemoryKind, check_namespace
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KINDS: tuple[MemoryKind, ...] = (MemoryKind.PROCEDURE, MemoryKind.NOTE, MemoryKind.TIP)
+"""What ``search_memory`` looks through unless told otherwise."""
+
+
+class MemoryToolkit:
+    """The tools of one agent run, sharing its open episode.
+
+    ``retrieval`` defaults to the memory's retrieval config with ``kinds`` set to
+    :data:`DEFAULT_KINDS`.
+    """
+
+    def __init__(
+        self,
+        memory: GraphMemory,
+        namespace: str,
+        *,
+        retrieval: RetrievalConfig | None = None,
+        kinds: Sequence[MemoryKind | str] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.namespace = check_namespace(namespace)
+        base = retrieval if retrieval is not None else memory.config.retrieval
+        chosen = tuple(MemoryKind(k) for k in kinds) if kinds is not None else None
+        if chosen is None and retrieval is None:
+            chosen = DEFAULT_KINDS
+        self.retrieval = base if chosen is None else base.model_copy(update={"kinds": chosen})
+        self.episode_id: str | None = None
+        self._lock = threading.Lock()
+
+    # ---- the operations behind the tools -------------------------------------------------
+
+    def search(self, query: str) -> str:
+        """Retrieve memories for ``query`` and record them in the run's episode."""
+        with self._lock:
+            try:
+                if self.episode_id is None:
+                    self.episode_id = self.memory.start_episode(self.namespace, query).id
+                result = self.memory.retrieve(
+                    self.namespace, query, self.retrieval, episode_id=self.episode_id
+                )
+            except GraphmemError as e:
+                return f"Memory search failed: {e}"
+        if not result.hits:
+            return "No relevant memories found."
+        return result.as_prompt()
+
+    def save_note(self, content: str, tags: Sequence[str] | None = None) -> str:
+        """Store a note; returns its id."""
+        try:
+            note = self.memory.add_note(self.namespace, content, tags=list(tags or []))
+        except GraphmemError as e:
+            return f"Could not save the note: {e}"
+        return f"Saved note {note.id}."
+
+    def report_outcome(self, success: bool, reward: float | None = None) -> str:
+        """Finish the run's episode with ``reward`` (default: the config's success/failure)."""
+        cfg = self.memory.config
+        value = (
+            reward
+            if reward is not None
+            else (cfg.success_reward if success else cfg.failure_reward)
+        )
+        with self._lock:
+            if self.episode_id is None:
+                return "No memory was searched in this run, so there is nothing to credit."
+            episode_id, self.episode_id = self.episode_id, None
+            try:
+                outcome = self.memory.finish_episode(
+                    self.namespace, episode_id, value, success=success
+                )
+            except GraphmemError as e:
+                return f"Could not record the outcome: {e}"
+        moved = ", ".join(f"{mid}: q={q:.3f}" for mid, q in sorted(outcome.q.items()))
+        return f"Episode {episode_id} finished with reward {value:g}. Updated {moved or 'nothing'}."
+
+    # ---- the tools -------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> list[BaseTool]:
+        """``[search_memory, save_note, report_outcome]`` as LangChain tools."""
+
+        def search_memory(query: str) -> str:
+            """Search long-term memory for procedures, notes and tips relevant to a task or
+            question. Call it before acting on a new task.
+
+            Args:
+                query: the task or question, in plain words.
+            """
+            return self.search(query)
+
+        def save_note(content: str, tags: list[str] | None = None) -> str:
+            """Save one atomic fact or lesson to long-term memory for future tasks.
+
+            Args:
+                content: the fact or lesson, one or two sentences.
+                tags: optional short labels.
+            """
+            return self.save_note(content, tags)
+
+        def report_outcome(success: bool, reward: float | None = None) -> str:
+            """Report how the current task ended, so memory learns which memories helped.
+            Call it once, when the task is over.
+
+            Args:
+                success: whether the task was accomplished.
+                reward: optional numeric reward (default 1 for success, 0 for failure).
+            """
+            return self.report_outcome(success, reward)
+
+        return [
+            StructuredTool.from_function(search_memory, parse_docstring=True),
+            StructuredTool.from_function(save_note, parse_docstring=True),
+            StructuredTool.from_function(report_outcome, parse_docstring=True),
+        ]
+
+
+def memory_tools(
+    memory: GraphMemory,
+    namespace: str,
+    *,
+    retrieval: RetrievalConfig | None = None,
+    kinds: Sequence[MemoryKind | str] | None = None,
+) -> list[BaseTool]:
+    """``[search_memory, save_note, report_outcome]`` bound to ``memory`` and ``namespace``."""
+    return MemoryToolkit(memory, namespace, retrieval=retrieval, kinds=kinds).tools
+
+
+__all__ = ["DEFAULT_KINDS", "MemoryToolkit", "memory_tools"]

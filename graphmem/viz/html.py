@@ -1,0 +1,332 @@
+"""A self-contained, interactive HTML page for a :class:`~graphmem.viz.graph.Subgraph`.
+
+The page inlines vis-network (the standalone build shipped inside the PyPI package ``pyvis``),
+so it opens from disk with no network. Nodes are coloured and sized by Q, bordered and shaped by
+kind, dashed when obsolete; edges are labelled by kind and score; chains are laid out left to
+right. Hovering shows a memory's fields, clicking pins them in the side panel.
+
+When vis-network has drawn the graph, the page writes what it drew into
+``<div id="gm-status" data-state="rendered" data-rendered-nodes=N data-rendered-edges=M>``, so a
+headless browser (``chromium --dump-dom``) can check the page really rendered.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from graphmem.viz.graph import KIND_STYLES, Subgraph, VizError, q_colour
+
+VIS_PACKAGE = "pyvis"
+VIS_PATH = ("lib", "vis-9.1.2", "vis-network.min.js")
+
+# Columns must leave room for the edge labels: an episode's edges carry two lines of scores.
+LEVEL_GAPS = {"task": 230, "episode": 400, "memory": 320}
+
+
+@lru_cache(maxsize=1)
+def vis_network_js() -> str:
+    """The vis-network standalone bundle (JS with its CSS built in), from pyvis's package data."""
+    try:
+        resource = resources.files(VIS_PACKAGE).joinpath(*VIS_PATH)
+        text = resource.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, OSError) as e:
+        raise VizError(
+            "the HTML view inlines vis-network from the pyvis package, which is not installed: "
+            "pip install 'graphmem[viz]' (or use --format mermaid / dot / png)"
+        ) from e
+    # A literal "</script" would end the inline <script> element early.
+    return text.replace("</script", "<\\/script")
+
+
+def _json_for_script(value: Any) -> str:
+    """JSON that is safe inside a <script> element whatever the memories' text holds."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def page_data(sub: Subgraph) -> dict[str, Any]:
+    """The JSON the page's script draws from (also handy for other front ends)."""
+    nodes = [
+        {
+            "id": n.id,
+            "kind": n.kind,
+            "label": n.caption,
+            "level": n.level,
+            "fill": n.fill,
+            "border": n.border,
+            "shape": n.shape,
+            "radius": n.radius,
+            "size": round(n.size, 4),
+            "obsolete": n.obsolete,
+            "root": n.root,
+            "fields": n.fields,
+        }
+        for n in sub.nodes.values()
+    ]
+    edges = [
+        {
+            "from": e.src,
+            "to": e.dst,
+            "kind": " + ".join(e.kinds),
+            "label": e.label,
+            "colour": e.colour,
+            "dashed": e.dashed,
+            "props": {k: v for k, v in e.props.items() if v is not None},
+        }
+        for e in sub.edges
+    ]
+    lo, hi = sub.q_range
+    return {
+        "view": sub.view,
+        "levelGap": LEVEL_GAPS.get(sub.view, 260),
+        "root": sub.root_id,
+        "nodes": nodes,
+        "edges": edges,
+        "qRange": [lo, hi],
+    }
+
+
+def _legend(sub: Subgraph) -> str:
+    kinds = list(dict.fromkeys(n.kind for n in sub.nodes.values()))
+    items = "".join(
+        f'<span class="gm-kind" style="border-color:{KIND_STYLES[k].border}">'
+        f"{html.escape(k)}</span>"
+        for k in kinds
+        if k in KIND_STYLES
+    )
+    lo, hi = sub.q_range
+    stops = ", ".join(q_colour(i / 4) for i in range(5))
+    return (
+        f'<div class="gm-legend">{items}'
+        f'<span class="gm-scale"><span>Q {lo:g}</span>'
+        f'<span class="gm-bar" style="background:linear-gradient(to right, {stops})"></span>'
+        f"<span>{hi:g}</span></span>"
+        '<span class="gm-note">dashed border: obsolete · dashed edge: evolution / link</span>'
+        "</div>"
+    )
+
+
+_TABLE_COLUMNS = (
+    ("rank", "#"),
+    ("kind", "kind"),
+    ("memory", "memory"),
+    ("sim", "sim"),
+    ("q", "Q at retrieval"),
+    ("score", "score"),
+    ("q_after", "Q after reward"),
+    ("q_now", "Q now"),
+)
+
+
+def _table(sub: Subgraph) -> str:
+    if not sub.table:
+        return ""
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in _TABLE_COLUMNS)
+    rows = "".join(
+        "<tr>"
+        + "".join(f"<td>{html.escape(row.get(key, ''))}</td>" for key, _ in _TABLE_COLUMNS)
+        + "</tr>"
+        for row in sub.table
+    )
+    return (
+        '<section class="gm-table"><h2>Retrieved, best first</h2>'
+        f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></section>"
+    )
+
+
+def to_html(sub: Subgraph) -> str:
+    """The whole page as one string; write it to a ``.html`` file and open it anywhere."""
+    data = page_data(sub)
+    return _PAGE.format(
+        title=html.escape(sub.title),
+        subtitle=html.escape(sub.subtitle),
+        view=html.escape(sub.view),
+        expected=len(sub.nodes),
+        expected_edges=len(sub.edges),
+        legend=_legend(sub),
+        table=_table(sub),
+        css=_CSS,
+        vis=vis_network_js(),
+        data=_json_for_script(data),
+        app=_APP_JS,
+    )
+
+
+_CSS = """
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.4 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif;
+  color: #212529; background: #f8f9fa; }
+header { padding: 12px 20px 4px; }
+h1 { font-size: 19px; margin: 0 0 2px; }
+h2 { font-size: 15px; margin: 0 0 8px; }
+.gm-sub { color: #495057; margin: 0; }
+.gm-legend { display: flex; flex-wrap: wrap; gap: 8px; align-items: center; padding: 6px 20px;
+  font-size: 12px; color: #495057; }
+.gm-kind { border: 2px solid; border-radius: 4px; padding: 1px 6px; background: #fff; }
+.gm-scale { display: inline-flex; align-items: center; gap: 4px; margin-left: 8px; }
+.gm-bar { display: inline-block; width: 120px; height: 10px; border-radius: 3px; }
+.gm-note { margin-left: 8px; }
+main { display: flex; gap: 12px; padding: 0 20px 12px; height: 72vh; min-height: 420px; }
+#graph { flex: 1; background: #fff; border: 1px solid #dee2e6; border-radius: 6px; }
+#details { width: 340px; overflow: auto; background: #fff; border: 1px solid #dee2e6;
+  border-radius: 6px; padding: 10px 12px; }
+#details table, .gm-tip table { border-collapse: collapse; width: 100%; }
+#details td, .gm-tip td { vertical-align: top; padding: 2px 4px; border-bottom: 1px solid #f1f3f5;
+  white-space: pre-wrap; word-break: break-word; }
+#details td:first-child, .gm-tip td:first-child { color: #868e96; white-space: nowrap; }
+div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-ui, sans-serif;
+  padding: 6px 8px; }
+.gm-tip strong { display: block; margin-bottom: 4px; }
+.gm-table { padding: 0 20px 20px; }
+.gm-table table { border-collapse: collapse; background: #fff; width: 100%; }
+.gm-table th, .gm-table td { border: 1px solid #dee2e6; padding: 4px 8px; text-align: left; }
+.gm-table th { background: #f1f3f5; }
+#gm-error { color: #c92a2a; padding: 0 20px; }
+"""
+
+_APP_JS = r"""
+(function () {
+  "use strict";
+  var status = document.getElementById("gm-status");
+  function fail(message) {
+    status.setAttribute("data-state", "error");
+    status.setAttribute("data-error", String(message));
+    document.getElementById("gm-error").textContent = "Could not draw the graph: " + message;
+  }
+  window.addEventListener("error", function (ev) { fail(ev.message); });
+  if (typeof vis === "undefined") { fail("vis-network did not load"); return; }
+  var data = JSON.parse(document.getElementById("gm-data").textContent);
+
+  function fieldTable(fields) {
+    var table = document.createElement("table");
+    Object.keys(fields).forEach(function (key) {
+      var tr = table.insertRow();
+      tr.insertCell().textContent = key;
+      tr.insertCell().textContent = String(fields[key]);
+    });
+    return table;
+  }
+  function card(heading, fields) {
+    var div = document.createElement("div");
+    div.className = "gm-tip";
+    var strong = document.createElement("strong");
+    strong.textContent = heading;
+    div.appendChild(strong);
+    div.appendChild(fieldTable(fields));
+    return div;
+  }
+  function edgeFields(e) {
+    var f = { kind: e.kind, from: e.from, to: e.to };
+    Object.keys(e.props).forEach(function (k) { f[k] = e.props[k]; });
+    return f;
+  }
+  var nodes = new vis.DataSet(data.nodes.map(function (n) {
+    return {
+      id: n.id, level: n.level, label: n.label, shape: n.shape, title: card(n.kind, n.fields),
+      color: { background: n.fill, border: n.border,
+               highlight: { background: n.fill, border: "#212529" },
+               hover: { background: n.fill, border: "#212529" } },
+      borderWidth: n.root ? 5 : 2, borderWidthSelected: 5,
+      margin: Math.round(6 + 10 * n.size),
+      font: { size: Math.round(13 + 4 * n.size), face: "system-ui, sans-serif",
+              color: n.obsolete ? "#868e96" : "#212529" },
+      shapeProperties: { borderDashes: n.obsolete ? [6, 4] : false, borderRadius: n.radius }
+    };
+  }));
+  var levelOf = {};
+  data.nodes.forEach(function (n) { levelOf[n.id] = n.level; });
+  var edges = new vis.DataSet(data.edges.map(function (e, i) {
+    return {
+      id: "e" + i, from: e.from, to: e.to, label: e.label, arrows: "to",
+      title: card(e.kind, edgeFields(e)), dashes: e.dashed,
+      color: { color: e.colour, highlight: "#212529", hover: "#212529" },
+      width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : 1.5,
+      font: { size: 12, align: "horizontal", strokeWidth: 4, strokeColor: "#ffffff",
+              color: e.colour, multi: false },
+      // An edge inside one column would run through its neighbours: bend it instead.
+      smooth: levelOf[e.from] === levelOf[e.to]
+        ? { type: "curvedCW", roundness: 0.35 }
+        : { type: "cubicBezier", forceDirection: "horizontal", roundness: 0.4 }
+    };
+  }));
+  var options = {
+    autoResize: false,
+    interaction: { hover: true, tooltipDelay: 120, navigationButtons: false, keyboard: true },
+    physics: false,
+    layout: { hierarchical: { enabled: true, direction: "LR", sortMethod: "directed",
+      levelSeparation: data.levelGap, nodeSpacing: 120, treeSpacing: 160,
+      shakeTowards: "roots" } }
+  };
+  var container = document.getElementById("graph");
+  var network = new vis.Network(container, { nodes: nodes, edges: edges }, options);
+  window.gmNetwork = network;
+
+  var details = document.getElementById("details");
+  function show(heading, fields) {
+    details.textContent = "";
+    var h = document.createElement("h2");
+    h.textContent = heading;
+    details.appendChild(h);
+    details.appendChild(fieldTable(fields));
+  }
+  var byId = {};
+  data.nodes.forEach(function (n) { byId[n.id] = n; });
+  network.on("click", function (params) {
+    if (params.nodes.length) {
+      var n = byId[params.nodes[0]];
+      show(n.kind, n.fields);
+    } else if (params.edges.length) {
+      var e = data.edges[Number(String(params.edges[0]).slice(1))];
+      show(e.kind, edgeFields(e));
+    }
+  });
+  // Keep the whole graph in view when the page resizes, until the reader zooms or pans.
+  var readerMoved = false;
+  network.on("zoom", function () { readerMoved = true; });
+  network.on("dragEnd", function (p) { if (!p.nodes.length) { readerMoved = true; } });
+  window.addEventListener("resize", function () {
+    network.setSize("100%", "100%");
+    if (!readerMoved) { network.fit({ animation: false }); }
+    network.redraw();
+  });
+  network.once("afterDrawing", function () {
+    // Node sizes are known only once drawn: fit to them, and draw again right away.
+    network.fit({ animation: false });
+    network.redraw();
+    status.setAttribute("data-rendered-nodes", String(Object.keys(network.getPositions()).length));
+    status.setAttribute("data-rendered-edges", String(network.body.edgeIndices.length));
+    status.setAttribute("data-state", "rendered");
+  });
+  if (data.root && byId[data.root]) { show(byId[data.root].kind, byId[data.root].fields); }
+})();
+"""
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="graphmem viz">
+<title>{title}</title>
+<style>{css}</style>
+<script>{vis}</script>
+</head>
+<body data-graphmem-view="{view}">
+<header><h1>{title}</h1><p class="gm-sub">{subtitle}</p></header>
+{legend}
+<p id="gm-error"></p>
+<main><div id="graph"></div>
+<aside id="details"><h2>Details</h2><p>Hover a node or an edge; click to pin it here.</p></aside>
+</main>
+{table}
+<div id="gm-status" hidden data-state="loading" data-expected-nodes="{expected}"
+ data-expected-edges="{expected_edges}"></div>
+<script type="application/json" id="gm-data">{data}</script>
+<script>{app}</script>
+</body>
+</html>
+"""

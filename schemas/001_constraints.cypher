@@ -1,0 +1,1 @@
+../graphmem/resources/neo4j/schema/001_constraints.cypher

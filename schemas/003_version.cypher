@@ -1,0 +1,1 @@
+../graphmem/resources/neo4j/schema/003_version.cypher

@@ -1,0 +1,99 @@
+"""Shared fixtures: the parametrized ``store`` (embedded always, Neo4j when configured),
+a fresh ``namespace`` per test, and the two embedders.
+
+Neo4j runs are opt-in: set ``GRAPHMEM_NEO4J_URI`` (and ``GRAPHMEM_NEO4J_USER`` /
+``GRAPHMEM_NEO4J_PASSWORD`` / ``GRAPHMEM_NEO4J_DATABASE``). All tests then share one database
+whose vector index has :data:`NEO4J_TEST_DIMENSION` dimensions; each test writes only to
+namespaces starting with its own ``namespace`` and those are deleted after it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.embedding import HashingEmbedder, SentenceTransformerEmbedder
+from graphmem.stores.base import MemoryStore
+from graphmem.stores.embedded import EmbeddedStore
+from graphmem.testing import unique_namespace
+
+NEO4J_TEST_DIMENSION = 384
+"""The one embedding dimension every test using the shared Neo4j database agrees on."""
+
+
+def _backends() -> list[Any]:
+    backends: list[Any] = ["embedded"]
+    if os.environ.get("GRAPHMEM_NEO4J_URI"):
+        backends.append(pytest.param("neo4j", marks=pytest.mark.neo4j))
+    return backends
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A namespace no other test uses."""
+    return unique_namespace()
+
+
+@pytest.fixture(scope="session")
+def neo4j_store() -> Iterator[MemoryStore]:
+    """One connection to the configured Neo4j for the whole session, schema applied."""
+    uri = os.environ.get("GRAPHMEM_NEO4J_URI")
+    if not uri:
+        pytest.skip("GRAPHMEM_NEO4J_URI is not set")
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = Neo4jStore.from_uri(
+        uri,
+        user=os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j"),
+        password=os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None,
+        database=os.environ.get("GRAPHMEM_NEO4J_DATABASE") or None,
+    )
+    try:
+        store.setup(NEO4J_TEST_DIMENSION)
+        store.check_dimension(NEO4J_TEST_DIMENSION)
+        yield store
+    finally:
+        store.close()
+
+
+def drop_namespaces(store: MemoryStore, prefix: str) -> None:
+    """Delete every memory of the namespaces ``prefix`` and ``prefix-…``."""
+    for ns in store.namespaces():
+        if ns == prefix or ns.startswith(prefix + "-"):
+            ids = [m.id for m in store.iter_nodes(ns)]
+            for start in range(0, len(ids), 500):
+                store.delete(ns, ids[start : start + 500])
+
+
+@pytest.fixture(params=_backends())
+def store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[MemoryStore]:
+    """A store to test against: a fresh embedded store in a temp directory, or the shared
+    Neo4j database (cleaned of this test's namespaces afterwards)."""
+    if request.param == "embedded":
+        embedded = EmbeddedStore.open(tmp_path / "store")
+        try:
+            yield embedded
+        finally:
+            embedded.close()
+        return
+    shared: MemoryStore = request.getfixturevalue("neo4j_store")
+    try:
+        yield shared
+    finally:
+        drop_namespaces(shared, namespace)
+
+
+@pytest.fixture
+def embedder() -> HashingEmbedder:
+    """A fast deterministic 384-dim embedder (no model)."""
+    return HashingEmbedder(384)
+
+
+@pytest.fixture(scope="session")
+def minilm() -> SentenceTransformerEmbedder:
+    """The real offline all-MiniLM-L6-v2 embedder, loaded once per session."""
+    return SentenceTransformerEmbedder()

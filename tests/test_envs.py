@@ -1,0 +1,214 @@
+"""Text-game environments and rule-based agents (graphmem.envs).
+
+Pure hint/fact helpers run everywhere; tests that start a JVM are marked ``java`` and skip
+when no Java 17 runtime (or the envs extra) is present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from graphmem.envs.agents import inventory_items, make_explorer
+from graphmem.envs.hints import distill_actions, extract_facts, hints_from_procedures, parse_hints
+from graphmem.envs.jvm import InvalidEnvInput, has_java17
+from graphmem.envs.runner import run_episode
+from graphmem.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
+from graphmem.envs.textworld import TextWorldEnv
+from graphmem.models import Trajectory
+
+try:
+    import scienceworld  # noqa: F401
+    import textworld_express  # noqa: F401
+
+    HAVE_PACKAGES = True
+except ImportError:
+    HAVE_PACKAGES = False
+
+requires_java = pytest.mark.skipif(
+    not (HAVE_PACKAGES and has_java17()), reason="needs Java 17 and the envs extra"
+)
+
+
+# -- pure helpers --------------------------------------------------------------------------
+
+
+def test_parse_hints_reads_sequences_and_facts() -> None:
+    k = parse_hints(
+        [
+            "take newspaper; move west; put newspaper in side table",
+            "vase belongs in end table",
+            "vase does not belong in fridge",
+            "avoid: put razor in sink",
+            "grill means cook in barbeque",
+            "carrot is found in fridge",
+            "not a fact at all",
+        ]
+    )
+    assert k.sequences == [["take newspaper", "move west", "put newspaper in side table"]]
+    assert k.placements == {"newspaper": ["side table"], "vase": ["end table"]}
+    assert ("vase", "fridge") in k.wrong and ("razor", "sink") in k.wrong
+    assert k.cook_devices == {"grill": "barbeque"}
+    assert k.found_in == {"carrot": ["fridge"]}
+
+
+def test_wrong_placement_overrides_a_remembered_one() -> None:
+    k = parse_hints(
+        ["put cap in fridge", "cap does not belong in fridge", "cap belongs in hat rack"]
+    )
+    assert k.targets("cap") == ["hat rack"]
+
+
+def test_hints_from_procedures_joins_actions_and_drops_empty() -> None:
+    assert hints_from_procedures([["take a", " put a in b "], [], ["", "x"]]) == [
+        "take a; put a in b",
+        "x",
+    ]
+
+
+def test_extract_facts_and_distill_from_steps() -> None:
+    steps = [
+        ("take cap", "You take the cap.", 0.17),
+        ("put cap in fridge", "You put the cap in the fridge.", -0.17),
+        ("take cap", "You take the cap.", 0.17),
+        ("look around", "You are in the corridor.", 0.0),
+        ("put cap in hat rack", "You put the cap in the hat rack.", 0.17),
+        ("cook carrot in oven", "You roast the carrot with the oven.", 0.1),
+    ]
+    facts = extract_facts(steps)
+    assert "cap belongs in hat rack" in facts
+    assert "cap does not belong in fridge" in facts
+    assert "roast means cook in oven" in facts
+    assert distill_actions(steps) == ["take cap", "put cap in hat rack", "cook carrot in oven"]
+
+
+def test_inventory_items_parses_twx_inventory() -> None:
+    text = "Inventory: \n  a knife\n  a chopped red apple\n"
+    assert inventory_items(text) == ["knife", "chopped red apple"]
+    assert inventory_items("Inventory: \n  Your inventory is currently empty.\n") == []
+
+
+def test_twc_explorer_prefers_remembered_placement() -> None:
+    policy = make_explorer("twc")
+    policy.begin("Tidy up.", hints=["hat belongs in hat rack"], seed=0)
+    valid = ["put hat in bed", "put hat in hat rack", "move west"]
+    decision = policy.act("You are in the bedroom.", valid, "Inventory: \n  a hat\n")
+    assert decision.action == "put hat in hat rack"
+    blind = make_explorer("twc")
+    blind.begin("Tidy up.", seed=0)
+    assert blind.act("You are in the bedroom.", valid, "Inventory: \n  a hat\n").action == (
+        "put hat in bed"
+    )
+
+
+def test_sw_substitution_adapts_actions() -> None:
+    subs = substitutions(
+        "determine if aluminum foil is conductive. place it in the red box.",
+        "determine if copper wire is conductive. place it in the yellow box.",
+    )
+    assert subs == {"aluminum foil": "copper wire", "red": "yellow"}
+    assert adapt_actions(["pick up aluminum foil", "move aluminum foil to red box"], subs) == [
+        "pick up copper wire",
+        "move copper wire to yellow box",
+    ]
+
+
+def test_sw_replay_adapter_skips_invalid_steps() -> None:
+    policy = ReplayAdapter()
+    policy.begin("Boil milk.", hints=["Boil water. :: go to kitchen; fly; heat water"])
+    first = policy.act("hall", ["go to kitchen", "heat milk"], "")
+    assert first.action == "go to kitchen"
+    assert policy.act("kitchen", ["go to kitchen", "heat milk"], "").action == "heat milk"
+
+
+# -- with the JVM --------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def twc_env() -> Iterator[TextWorldEnv]:
+    env = TextWorldEnv("twc", step_budget=80)
+    yield env
+    env.close()
+
+
+@pytest.mark.java
+@requires_java
+def test_twc_adapter_basics_and_gold_path(twc_env: TextWorldEnv) -> None:
+    obs = twc_env.reset(seed=0, fold="test")
+    assert "place them in their usual locations" in obs.task
+    assert obs.valid_actions and "look around" in obs.valid_actions
+    assert obs.score == 0.0 and not obs.done
+    gold = twc_env.gold_path()
+    result = None
+    for action in gold:
+        result = twc_env.step(action)
+        if result.done:
+            break
+    assert result is not None and result.success and result.observation.score == 1.0
+    with pytest.raises(InvalidEnvInput):
+        twc_env.reset(seed=0, fold="nope")
+
+
+@pytest.mark.java
+@requires_java
+def test_step_budget_ends_the_episode() -> None:
+    from graphmem.envs.jvm import EnvError
+
+    env = TextWorldEnv("twc", step_budget=2)
+    try:
+        env.reset(seed=1)
+        assert not env.step("look around").done
+        assert env.step("look around").done
+        with pytest.raises(EnvError):
+            env.step("look around")
+    finally:
+        env.close()
+
+
+@pytest.mark.java
+@requires_java
+def test_explorer_solves_seeds_and_memory_makes_it_faster(twc_env: TextWorldEnv) -> None:
+    policy = make_explorer("twc")
+    runs = [run_episode(twc_env, policy, seed) for seed in range(6)]
+    solved = [r for r in runs if r.success]
+    assert solved, "the explorer solved none of seeds 0-5 within 80 steps"
+    first = solved[0]
+    traj = first.trajectory
+    assert isinstance(traj, Trajectory) and traj.success and len(traj.steps) == first.steps
+    hints = ["; ".join(first.distilled_actions()), *first.facts()]
+    again = run_episode(twc_env, policy, first.seed, hints)
+    assert again.success and again.steps < first.steps
+
+
+@pytest.mark.java
+@requires_java
+def test_cross_seed_facts_help_cookingworld() -> None:
+    with TextWorldEnv("cookingworld", step_budget=30) as env:
+        policy = make_explorer("cookingworld")
+        facts: list[str] = []
+        for seed in range(1000, 1030):  # memory from other tasks than the ones evaluated
+            facts += run_episode(env, policy, seed).facts()
+        assert any("means cook in" in f for f in facts)
+        seeds = range(8)
+        blind = sum(run_episode(env, policy, s).success for s in seeds)
+        informed = sum(run_episode(env, policy, s, facts).success for s in seeds)
+    assert informed > blind
+
+
+@pytest.mark.java
+@requires_java
+def test_scienceworld_gold_trajectory_and_replay() -> None:
+    from graphmem.envs.scienceworld import ScienceWorldEnv, gold_trajectory, procedure_hint
+
+    with ScienceWorldEnv("find-non-living-thing", step_budget=20) as env:
+        train = env.variations("train")
+        test = env.variations("test")
+        assert train and test and not set(train) & set(test)
+        traj = gold_trajectory(env, train[0], "train")
+        assert traj.success and traj.steps
+        hint = procedure_hint(traj.task, [s.action for s in traj.steps])
+        result = run_episode(env, ReplayAdapter(), test[0], [hint])
+        assert result.steps <= 20 and result.trajectory.steps
+        with pytest.raises(InvalidEnvInput):
+            env.reset(train[0], fold="test")

@@ -1,0 +1,331 @@
+"""The LangGraph flows end-to-end on both stores, offline: build, retrieve, update, evolve alone
+and as subgraphs, the agent flow around a small deterministic game, and langgraph.json."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+
+from flows import (
+    AgentContext,
+    MemoryContext,
+    build_agent_graph,
+    build_build_graph,
+    build_evolve_graph,
+    build_retrieve_graph,
+    build_update_graph,
+    run_task,
+)
+from flows.state import HitRecord
+from graphmem.config import RetrievalConfig
+from graphmem.embedding import HashingEmbedder
+from graphmem.envs.agents import Decision
+from graphmem.envs.base import Observation, StepResult
+from graphmem.errors import ConfigError
+from graphmem.memory import GraphMemory
+from graphmem.models import Episode, EpisodeStatus, MemoryKind, Procedure
+from graphmem.stores.base import MemoryStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TRAJECTORY = {
+    "task": "make tea in the kitchen",
+    "reward": 1.0,
+    "success": True,
+    "steps": [
+        {"action": "fill kettle", "observation": "The kettle is full."},
+        {"action": "boil water", "observation": "The water boils."},
+        {"action": "pour water on tea bag", "observation": "Tea is ready."},
+    ],
+}
+
+
+@pytest.fixture
+def mem(store: MemoryStore, embedder: HashingEmbedder) -> GraphMemory:
+    return GraphMemory(store, embedder=embedder)
+
+
+@pytest.fixture
+def ctx(mem: GraphMemory, namespace: str) -> MemoryContext:
+    return MemoryContext(namespace=namespace, memory=mem)
+
+
+# ---- each flow alone ------------------------------------------------------------------------
+
+
+def test_build_then_retrieve(mem: GraphMemory, ctx: MemoryContext, namespace: str) -> None:
+    built = build_build_graph().compile().invoke({"trajectory": TRAJECTORY}, context=ctx)
+    (proc_id,) = built["new_memory_ids"]
+    assert isinstance(mem.get(namespace, proc_id), Procedure)
+    assert built["task_id"]
+    again = build_build_graph().compile().invoke({"trajectory": TRAJECTORY}, context=ctx)
+    assert again["new_memory_ids"] == []  # the same trajectory is stored once
+
+    out = build_retrieve_graph().compile().invoke({"query": "how to make tea?"}, context=ctx)
+    hits: list[HitRecord] = out["hits"]
+    assert [h["memory_id"] for h in hits] == [proc_id]
+    assert set(hits[0]) >= {"sim", "q", "z_sim", "z_q", "score", "rank"}
+    assert "fill kettle" in out["prompt"]
+    episode = mem.get(namespace, out["episode_id"])
+    assert isinstance(episode, Episode) and episode.status == EpisodeStatus.OPEN
+
+    closed = (
+        build_retrieve_graph()
+        .compile()
+        .invoke({"query": "how to make tea?", "open_episode": False}, context=ctx)
+    )
+    assert closed["episode_id"] is None and len(closed["hits"]) == 1
+
+
+def test_update_credits_the_episode_and_reflects(
+    mem: GraphMemory, ctx: MemoryContext, namespace: str
+) -> None:
+    build_build_graph().compile().invoke({"trajectory": TRAJECTORY}, context=ctx)
+    retrieved = build_retrieve_graph().compile().invoke({"query": "make tea"}, context=ctx)
+    proc_id = retrieved["hits"][0]["memory_id"]
+    failed = {**TRAJECTORY, "task": "make tea for two", "reward": 0.0, "success": False}
+    update = build_update_graph().compile()
+    out = update.invoke(
+        {
+            "episode_id": retrieved["episode_id"],
+            "reward": 0.0,
+            "success": False,
+            "trajectory": failed,
+        },
+        context=ctx,
+    )
+    assert out["q_updates"] == {proc_id: pytest.approx(0.45)}  # 0.5 + 0.1·(0 − 0.5)
+    assert mem.get(namespace, proc_id).q == pytest.approx(0.45)
+    assert out["new_memory_ids"], "adjustment writes memory about the failure"
+    for memory_id in out["new_memory_ids"]:
+        assert mem.get(namespace, memory_id).kind in ("Note", "Procedure", "Tip")
+    assert isinstance(out["update"], dict)
+    # Running it again does not credit the finished episode twice.
+    again = update.invoke({"episode_id": retrieved["episode_id"], "reward": 1.0}, context=ctx)
+    assert again["q_updates"] == {} and mem.get(namespace, proc_id).q == pytest.approx(0.45)
+
+
+def test_evolve_links_new_memories(mem: GraphMemory, ctx: MemoryContext, namespace: str) -> None:
+    first = mem.add_note(namespace, "Green tea tastes best brewed at 80 degrees.")
+    second = mem.add_note(namespace, "Brew green tea at 80 degrees, never boiling.")
+    out = (
+        build_evolve_graph()
+        .compile()
+        .invoke({"new_memory_ids": [second.id, second.id]}, context=ctx)
+    )
+    assert [e["memory_id"] for e in out["evolution"]] == [second.id]
+    neighbours = {m.id for _, m in mem.store.neighbours(namespace, second.id, direction="both")}
+    neighbours |= {
+        m.id
+        for _, m in mem.store.neighbours(namespace, first.id, direction="both")
+        if m.id != first.id
+    }
+    assert neighbours, "evolution linked the two near-identical notes"
+
+
+# ---- injection ------------------------------------------------------------------------------
+
+
+def test_memory_comes_from_context_or_binding(mem: GraphMemory, namespace: str) -> None:
+    mem.add_note(namespace, "The spare key is under the blue pot.")
+    notes = RetrievalConfig(kinds=(MemoryKind.NOTE,))
+    with pytest.raises(ConfigError, match="MemoryContext"):
+        build_retrieve_graph().compile().invoke({"query": "key?"})
+    with pytest.raises(ConfigError, match="no GraphMemory"):
+        build_retrieve_graph().compile().invoke(
+            {"query": "key?"}, context=MemoryContext(namespace=namespace)
+        )
+    bound = build_retrieve_graph(mem).compile()
+    out = bound.invoke(
+        {"query": "where is the spare key?"},
+        context=MemoryContext(namespace=namespace, retrieval=notes),
+    )
+    assert len(out["hits"]) == 1
+    # A JSON context (as a server sends it) works with a bound memory.
+    out = bound.invoke(
+        {"query": "spare key", "open_episode": False}, context={"namespace": namespace}
+    )
+    assert out["episode_id"] is None
+
+
+def test_flows_as_subgraphs_of_a_user_graph(mem: GraphMemory, ctx: MemoryContext) -> None:
+    class Mine(TypedDict, total=False):
+        question: str
+        query: str
+        trajectory: dict[str, Any]
+        new_memory_ids: list[str]
+        hits: list[HitRecord]
+        prompt: str
+        episode_id: str | None
+        answer: str
+
+    def ask(state: Mine) -> dict[str, Any]:
+        return {"query": state["question"], "trajectory": TRAJECTORY}
+
+    def answer(state: Mine) -> dict[str, Any]:
+        return {"answer": f"{len(state['hits'])} memories:\n{state['prompt']}"}
+
+    graph = (
+        StateGraph(Mine, context_schema=MemoryContext)
+        .add_node("ask", ask)
+        .add_node("build", build_build_graph().compile())
+        .add_node("recall", build_retrieve_graph().compile())
+        .add_node("answer", answer)
+        .add_edge(START, "ask")
+        .add_edge("ask", "build")
+        .add_edge("build", "recall")
+        .add_edge("recall", "answer")
+        .add_edge("answer", END)
+        .compile(checkpointer=InMemorySaver())
+    )
+    out = graph.invoke(
+        {"question": "how do I make tea?"}, context=ctx, config={"configurable": {"thread_id": "t"}}
+    )
+    assert out["answer"].startswith("1 memories") and "boil water" in out["answer"]
+    saved = graph.get_state({"configurable": {"thread_id": "t"}}).values
+    assert saved["hits"][0]["memory_id"] == out["new_memory_ids"][0]
+
+
+# ---- the agent flow around a tiny deterministic game ----------------------------------------
+
+
+class BoxesGame:
+    """Five boxes; the key is always in box 3. Open boxes, then take the key."""
+
+    def __init__(self, step_budget: int = 8) -> None:
+        self.step_budget = step_budget
+        self.opened: set[int] = set()
+        self.steps = 0
+        self.done = True
+
+    def _obs(self, text: str, *, success: bool = False) -> Observation:
+        actions = [f"open box {i}" for i in range(5) if i not in self.opened]
+        if 3 in self.opened and not success:
+            actions.append("take key")
+        return Observation(
+            task="Find the key in the hall.",
+            text=text,
+            valid_actions=tuple(sorted(actions)),
+            done=success,
+            success=success,
+            score=1.0 if success else 0.0,
+        )
+
+    def reset(self, seed: int, fold: str = "test") -> Observation:
+        self.opened, self.steps, self.done = set(), 0, False
+        return self._obs("You are in the hall. There are five boxes.")
+
+    def step(self, action: str) -> StepResult:
+        assert not self.done
+        self.steps += 1
+        success = False
+        if action == "take key" and 3 in self.opened:
+            success, text = True, "You take the key."
+        elif action.startswith("open box "):
+            box = int(action.rsplit(" ", 1)[1])
+            self.opened.add(box)
+            text = "You find a key." if box == 3 else "The box is empty."
+        else:
+            text = "Nothing happens."
+        self.done = success or self.steps >= self.step_budget
+        obs = self._obs(text, success=success)
+        return StepResult(obs, 1.0 if success else 0.0, self.done, success)
+
+    def gold_path(self) -> list[str]:
+        return ["open box 3", "take key"]
+
+    def close(self) -> None:
+        pass
+
+
+class ReplayPolicy:
+    """Replays hinted actions that are valid, else takes the first valid action."""
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        self.todo = [a.strip() for h in hints for a in h.split(";") if a.strip()]
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        for action in self.todo:
+            if action in valid_actions:
+                self.todo.remove(action)
+                return Decision(action, "memory says so")
+        return Decision(sorted(valid_actions)[0], "try the first thing")
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        pass
+
+
+def test_agent_flow_learns_across_tasks(mem: GraphMemory, namespace: str) -> None:
+    graph = build_agent_graph().compile()
+    context = AgentContext(namespace=namespace, memory=mem, env=BoxesGame(), policy=ReplayPolicy())
+    first = run_task(graph, 0, context)
+    assert first["success"] and [s["action"] for s in first["steps"]][-1] == "take key"
+    assert len(first["steps"]) == 5 and first["hits"] == [] and first["hints"] == []
+    assert first["new_memory_ids"], "the update flow stored the episode"
+    proc_ids = [i for i in first["new_memory_ids"] if mem.get(namespace, i).kind == "Procedure"]
+    assert proc_ids
+
+    second = run_task(graph, 1, context)
+    assert second["success"]
+    assert len(second["steps"]) < len(first["steps"]), "memory shortened the task"
+    assert second["hints"] and second["hits"]
+    retrieved = {h["memory_id"] for h in second["hits"]}
+    assert set(proc_ids) & retrieved
+    assert second["q_updates"] and all(q > 0.5 for q in second["q_updates"].values())
+    episode = mem.get(namespace, second["episode_id"])
+    assert isinstance(episode, Episode) and episode.status == EpisodeStatus.FINISHED
+    assert episode.reward == 1.0
+
+
+def test_agent_flow_without_memory_learns_nothing(mem: GraphMemory, namespace: str) -> None:
+    graph = build_agent_graph().compile()
+    context = AgentContext(
+        namespace=namespace, memory=mem, env=BoxesGame(), policy=ReplayPolicy(), use_memory=False
+    )
+    for seed in range(2):
+        out = run_task(graph, seed, context)
+        assert out["success"] and len(out["steps"]) == 5
+    assert list(mem.store.iter_nodes(namespace)) == []
+
+
+def test_agent_flow_needs_env_and_policy(mem: GraphMemory, namespace: str) -> None:
+    graph = build_agent_graph().compile()
+    with pytest.raises(ConfigError, match="AgentContext"):
+        graph.invoke({"seed": 0}, context=MemoryContext(namespace=namespace, memory=mem))
+
+
+# ---- langgraph.json ----------------------------------------------------------------------------
+
+
+def test_langgraph_json_graphs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every graph langgraph.json names resolves as LangGraph tooling loads it (file:attr)."""
+    monkeypatch.setenv("GRAPHMEM_STORE", str(tmp_path / "store"))
+    monkeypatch.setenv("GRAPHMEM_EMBEDDER", "hashing")
+    monkeypatch.delenv("GRAPHMEM_NEO4J_URI", raising=False)
+    config = json.loads((ROOT / "langgraph.json").read_text())
+    assert config["dependencies"] == ["."]
+    modules: list[Any] = []
+    try:
+        for name, spec in config["graphs"].items():
+            path, _, attr = spec.partition(":")
+            module_spec = importlib.util.spec_from_file_location(f"lg_{name}", ROOT / path)
+            assert module_spec is not None and module_spec.loader is not None
+            module = importlib.util.module_from_spec(module_spec)
+            module_spec.loader.exec_module(module)
+            modules.append(module)
+            target = getattr(module, attr)
+            graph = target if isinstance(target, CompiledStateGraph) else target()
+            assert isinstance(graph, CompiledStateGraph), name
+            assert graph.get_graph().nodes, name
+    finally:
+        for module in modules:
+            for opened in getattr(module, "_opened", []):
+                opened.close()

@@ -1,0 +1,258 @@
+"""Neo4j-specific behaviour of Neo4jStore (the shared behaviour is in the conformance suite):
+the schema, the graph's shape in Neo4j, routing URIs, errors, recall past a crowded index, and
+utility updates from concurrent processes.
+
+Everything but the first few tests needs a Neo4j (GRAPHMEM_NEO4J_URI) and skips fast without.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from graphmem.errors import ConfigError, DimensionMismatch, InvalidInput, StoreError
+from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task
+from graphmem.schema import SCHEMA_VERSION
+from graphmem.stores import cypher
+from graphmem.stores import neo4j as neo4j_module
+from graphmem.stores.neo4j import Neo4jStore
+from graphmem.testing import note, unique_namespace, vec
+
+DIM = 384  # the shared test database's dimension (tests/conftest.py)
+URI = os.environ.get("GRAPHMEM_NEO4J_URI")
+USER = os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j")
+PASSWORD = os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None
+DATABASE = os.environ.get("GRAPHMEM_NEO4J_DATABASE") or None
+
+needs_neo4j = pytest.mark.skipif(not URI, reason="GRAPHMEM_NEO4J_URI is not set")
+
+
+# ---- without a server ------------------------------------------------------------------------
+
+
+class _RecordingDriver:
+    """Stands in for neo4j.Driver and fails the test if the store touches it."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the constructor used driver.{name}")
+
+
+def test_the_constructor_runs_nothing() -> None:
+    store = Neo4jStore(_RecordingDriver(), database="neo4j")  # type: ignore[arg-type]
+    store.close()  # an injected driver stays the caller's: close() leaves it alone
+
+
+@pytest.mark.parametrize("bad", ["Note) DETACH DELETE (n", "Memory", "note", ""])
+def test_labels_come_only_from_the_allow_list(bad: str) -> None:
+    with pytest.raises(InvalidInput):
+        cypher.label(bad)
+    with pytest.raises(InvalidInput):
+        cypher.rel_type(bad)
+    assert cypher.label(MemoryKind.TIP) == "Tip"
+    assert cypher.rel_type("NEXT") == "NEXT"
+
+
+def test_generated_queries_interpolate_only_allowed_names() -> None:
+    query = cypher.owned_orphans(MemoryKind.STEP, (EdgeKind.FIRST_STEP, EdgeKind.NEXT))
+    assert ":Step {namespace: $namespace}" in query and "[:FIRST_STEP|NEXT]" in query
+    assert "SET m:Episode" in cypher.upsert_nodes(MemoryKind.EPISODE)
+
+
+def test_from_uri_rejects_a_bad_uri() -> None:
+    with pytest.raises(ConfigError):
+        Neo4jStore.from_uri("ftp://127.0.0.1:1", "neo4j", "secret-password")
+
+
+# ---- with a server ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def neo(request: pytest.FixtureRequest, namespace: str) -> Iterator[Neo4jStore]:
+    """The session's Neo4j store (schema applied, 384 dims), cleaned of this test's namespaces."""
+    if not URI:
+        pytest.skip("GRAPHMEM_NEO4J_URI is not set")
+    store: Neo4jStore = request.getfixturevalue("neo4j_store")
+    try:
+        yield store
+    finally:
+        for ns in store.namespaces():
+            if ns == namespace or ns.startswith(namespace + "-"):
+                store.delete(ns, [m.id for m in store.iter_nodes(ns)])
+
+
+def _query(store: Neo4jStore, text: str, **params: Any) -> list[dict[str, Any]]:
+    records, _, _ = store.driver.execute_query(text, params, database_=DATABASE)
+    return [r.data() for r in records]
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_schema_is_in_place_and_setup_is_idempotent(neo: Neo4jStore) -> None:
+    neo.setup(DIM)  # again: changes nothing, raises nothing
+    constraints = {r["name"] for r in _query(neo, "SHOW CONSTRAINTS YIELD name RETURN name")}
+    assert {"memory_namespace_id", "graphmem_meta_name"} <= constraints
+    indexes = {
+        r["name"]: r for r in _query(neo, "SHOW INDEXES YIELD name, type, state, options RETURN *")
+    }
+    vector = indexes[cypher.VECTOR_INDEX]
+    assert vector["type"] == "VECTOR" and vector["state"] == "ONLINE"
+    config = vector["options"]["indexConfig"]
+    assert config["vector.dimensions"] == DIM
+    assert config["vector.similarity_function"].lower() == "cosine"
+    assert indexes[cypher.FULLTEXT_INDEX]["type"] == "FULLTEXT"
+    for name in ("memory_namespace", "memory_kind", "memory_namespace_hash"):
+        assert indexes[name]["type"] == "RANGE"
+    (meta,) = _query(neo, "MATCH (g:GraphmemMeta {name: 'graphmem'}) RETURN g {.*} AS g")
+    assert meta["g"]["schema_version"] == SCHEMA_VERSION and meta["g"]["dimension"] == DIM
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_setup_with_another_dimension_is_refused(neo: Neo4jStore) -> None:
+    with pytest.raises(DimensionMismatch):
+        neo.setup(DIM + 1)
+    assert neo.dimension == DIM
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_nodes_carry_memory_and_kind_labels_and_flat_properties(
+    neo: Neo4jStore, namespace: str
+) -> None:
+    n = Note(id="n", namespace=namespace, content="c", keywords=["a", "b"], embedding=vec(DIM, 1))
+    t = Task(id="t", namespace=namespace, text="make tea", key="tea")
+    neo.upsert([n, t], [Edge(namespace=namespace, kind=EdgeKind.ABOUT, src="n", dst="t")])
+    rows = _query(
+        neo,
+        "MATCH (m:Memory {namespace: $ns}) RETURN m.id AS id, labels(m) AS labels, "
+        "properties(m) AS props ORDER BY id",
+        ns=namespace,
+    )
+    assert [sorted(r["labels"]) for r in rows] == [["Memory", "Note"], ["Memory", "Task"]]
+    props = rows[0]["props"]
+    assert props["keywords"] == ["a", "b"] and props["kind"] == "Note"
+    assert isinstance(props["created_at"], str) and props["created_at"].startswith("20")
+    assert len(props["embedding"]) == DIM and all(isinstance(x, float) for x in props["embedding"])
+    assert "embedding" not in rows[1]["props"]  # no nulls stored
+    (rel,) = _query(
+        neo,
+        "MATCH (:Note {namespace: $ns})-[r]->(:Task) RETURN type(r) AS type, r.created_at AS at",
+        ns=namespace,
+    )
+    assert rel["type"] == "ABOUT" and isinstance(rel["at"], str)
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_hostile_text_is_stored_verbatim(neo: Neo4jStore, namespace: str) -> None:
+    text = "'}) MATCH (n) DETACH DELETE n //\" $namespace `Memory`"
+    neo.upsert([note(namespace, "h", text, vec(DIM, 1))])
+    got = neo.get(namespace, "h")
+    assert isinstance(got, Note) and got.content == text
+    assert neo.patch(namespace, "h", {"context": text}).context == text  # type: ignore[union-attr]
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_routing_uri_works_against_a_single_server(namespace: str) -> None:
+    assert URI is not None
+    routing = "neo4j://" + URI.split("://", 1)[1]
+    store = Neo4jStore.from_uri(routing, USER, PASSWORD, DATABASE)
+    try:
+        store.upsert([note(namespace, "r", "routed", vec(DIM, 1))])
+        assert store.get(namespace, "r").id == "r"
+        assert [h.memory.id for h in store.recall(namespace, vec(DIM, 1), 1)] == ["r"]
+    finally:
+        store.delete(namespace, ["r"])
+        store.close()
+        store.close()  # idempotent
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_wrong_credentials_give_a_store_error_without_the_password() -> None:
+    assert URI is not None
+    wrong = "not-the-password-" + unique_namespace()
+    with pytest.raises(StoreError) as info:
+        Neo4jStore.from_uri(URI, USER, wrong, DATABASE)
+    assert wrong not in str(info.value) and "credentials" in str(info.value)
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_unreachable_server_gives_a_store_error() -> None:
+    with pytest.raises(StoreError) as info:
+        Neo4jStore.from_uri("bolt://127.0.0.1:9", "neo4j", "whatever-pass", connection_timeout=2)
+    assert "whatever-pass" not in str(info.value)
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
+    neo: Neo4jStore, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(neo4j_module, "MAX_INDEX_CANDIDATES", 64)
+    crowd = namespace + "-crowd"
+    neo.upsert([note(crowd, f"c{i}", "close", vec(DIM, 1, 0.001 * i)) for i in range(200)])
+    mine = [note(namespace, f"m{i}", "far", vec(DIM, 0.05, 1, 0.1 * i)) for i in range(4)]
+    neo.upsert(mine)
+    hits = neo.recall(namespace, vec(DIM, 1), 3)
+    assert [h.memory.id for h in hits] == ["m0", "m1", "m2"]
+    want = 0.05 / math.sqrt(0.05**2 + 1)
+    assert hits[0].sim == pytest.approx(want, abs=1e-9)
+    assert neo.recall(namespace, vec(DIM, 1), 3, min_sim=0.9) == []
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
+    assert neo._vector_index_ready(DIM)
+    neo.upsert([note(namespace, f"n{i}", "n", vec(DIM, 1, 0.1 * i)) for i in range(10)])
+    hits = neo.recall(namespace, vec(DIM, 1), 4)
+    assert [h.memory.id for h in hits] == ["n0", "n1", "n2", "n3"]
+    assert hits[1].sim == pytest.approx(1 / math.sqrt(1.01), abs=1e-9)
+
+
+def _hammer(namespace: str, memory_id: str, reward: float, alpha: float, n: int) -> None:
+    store = Neo4jStore.from_uri(URI or "", USER, PASSWORD, DATABASE)
+    try:
+        for _ in range(n):
+            store.update_utility(namespace, [memory_id], reward, alpha, success=True)
+    finally:
+        store.close()
+
+
+@pytest.mark.neo4j
+@pytest.mark.slow
+@needs_neo4j
+def test_concurrent_utility_updates_from_processes_lose_nothing(
+    neo: Neo4jStore, namespace: str
+) -> None:
+    """8 processes × 200 updates with the same reward: Q = R + (Q0 − R)(1 − α)^1600 exactly.
+
+    α is small so that one lost update (a factor (1 − α) missing) moves Q by ~1e-4, far above
+    the float tolerance.
+    """
+    q0, reward, alpha, procs, per_proc = 0.5, 1.0, 0.001, 8, 200
+    neo.upsert([note(namespace, "hot", "contended", vec(DIM, 1))])
+    ctx = multiprocessing.get_context("spawn")
+    workers = [
+        ctx.Process(target=_hammer, args=(namespace, "hot", reward, alpha, per_proc))
+        for _ in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=600)
+    assert [w.exitcode for w in workers] == [0] * procs
+    total = procs * per_proc
+    got = neo.get(namespace, "hot")
+    assert (got.q_updates, got.uses, got.successes) == (total, total, total)
+    assert got.q == pytest.approx(reward + (q0 - reward) * (1 - alpha) ** total, abs=1e-9)
+    one_lost = reward + (q0 - reward) * (1 - alpha) ** (total - 1)
+    assert abs(got.q - one_lost) > 1e-5

@@ -1,0 +1,362 @@
+"""Two-phase retrieval (MemRL): ranking invariants, policies, filters, config, prompt text."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import uuid
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphmem import GraphMemory, HashingEmbedder
+from graphmem.config import MEMP_RANDOM, RetrievalConfig, RetrievePolicy
+from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
+from graphmem.models import Edge, EdgeKind, Note, Procedure, Step, Tip, TipPolarity
+from graphmem.retrieve import Retrieval, rank_candidates, retrieve, zscores
+from graphmem.stores.base import MemoryStore
+
+DIM = 384
+
+
+class TableEmbedder:
+    """Embeds known texts as hand-made vectors (so tests control every similarity)."""
+
+    def __init__(self, table: dict[str, Sequence[float]] | None = None) -> None:
+        self.table = dict(table or {})
+        self._fallback = HashingEmbedder(DIM)
+
+    name = "table"
+    dimension = DIM
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [
+            np.asarray(self.table[t], dtype=np.float32)
+            if t in self.table
+            else self._fallback.embed([t])[0]
+            for t in texts
+        ]
+        return np.stack(rows) if rows else np.zeros((0, DIM), dtype=np.float32)
+
+
+def basis(i: int) -> np.ndarray:
+    v = np.zeros(DIM)
+    v[i] = 1.0
+    return v
+
+
+def at_sim(s: float, axis: int) -> list[float]:
+    """A unit vector whose cosine with ``basis(0)`` is exactly ``s`` (up to float32)."""
+    return list(s * basis(0) + math.sqrt(max(0.0, 1.0 - s * s)) * basis(axis))
+
+
+def proc(
+    namespace: str, name: str, vector: Sequence[float], q: float = 0.5, **kw: object
+) -> Procedure:
+    return Procedure(
+        namespace=namespace,
+        task_text=name,
+        key=name,
+        granularity="trajectory",
+        embedding=list(vector),
+        q=q,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+QUERY = "the query"
+
+
+def memory_with(store: MemoryStore) -> GraphMemory:
+    return GraphMemory(store, embedder=TableEmbedder({QUERY: basis(0)}))
+
+
+# ---- z-scores ----------------------------------------------------------------------------
+
+
+def test_zscores_of_small_pools() -> None:
+    assert zscores([]) == []
+    assert zscores([0.7]) == [0.0]
+    assert zscores([0.3, 0.3, 0.3]) == [0.0, 0.0, 0.0]
+    assert zscores([0.0, 1.0]) == pytest.approx([-1.0, 1.0])
+
+
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30))
+def test_zscores_are_standardised_or_zero(values: list[float]) -> None:
+    z = zscores(values)
+    assert len(z) == len(values)
+    assert all(math.isfinite(v) for v in z)
+    if max(values) - min(values) <= 1e-12 * max(1.0, *map(abs, values)):
+        assert z == [0.0] * len(values)
+    else:
+        assert sum(z) / len(z) == pytest.approx(0.0, abs=1e-6)
+        assert math.sqrt(sum(v * v for v in z) / len(z)) == pytest.approx(1.0, abs=1e-6)
+        # z-scoring preserves order
+        order = sorted(range(len(values)), key=lambda i: values[i])
+        assert all(z[a] <= z[b] + 1e-12 for a, b in itertools.pairwise(order))
+
+
+def test_two_candidates_at_half_lambda_tie_and_sim_breaks_it() -> None:
+    """In a pool of two, z-scores are ±1: at λ=0.5 disagreeing sim and q tie; sim decides."""
+    a = proc("x", "a", basis(1), q=0.1)
+    b = proc("x", "b", basis(2), q=0.9)
+    hits = rank_candidates([(a, 0.9), (b, 0.8)], lam=0.5, k2=2)
+    assert [h.memory.task_text for h in hits] == ["a", "b"]
+    assert hits[0].score == pytest.approx(hits[1].score)
+    assert [h.memory.task_text for h in rank_candidates([(a, 0.9), (b, 0.8)], 0.6, 2)] == [
+        "b",
+        "a",
+    ]
+
+
+# ---- ranking invariants on a real store ----------------------------------------------------
+
+pools = st.lists(
+    st.tuples(st.integers(-90, 99), st.integers(-100, 200)),
+    min_size=1,
+    max_size=10,
+    unique_by=lambda t: t[0],
+)
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    pool=pools,
+    k1=st.integers(1, 8),
+    k2=st.integers(1, 8),
+    lam=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+    floor=st.sampled_from([-1.0, 0.0, 0.3]),
+)
+def test_ranking_invariants(
+    namespace: str,
+    store: MemoryStore,
+    pool: list[tuple[int, int]],
+    k1: int,
+    k2: int,
+    lam: float,
+    floor: float,
+) -> None:
+    namespace = f"{namespace}-{uuid.uuid4().hex[:8]}"
+    sims = {f"m{i}": s / 100 for i, (s, _) in enumerate(pool)}
+    qs = {f"m{i}": q / 100 for i, (_, q) in enumerate(pool)}
+    store.upsert(
+        [proc(namespace, name, at_sim(sims[name], i + 1), qs[name]) for i, name in enumerate(sims)]
+    )
+    mem = memory_with(store)
+
+    r = mem.retrieve(namespace, QUERY, k1=k1, k2=k2, lam=lam, floor=floor)
+
+    eligible = sorted((n for n in sims if sims[n] >= floor - 1e-6), key=lambda n: -sims[n])
+    candidates = eligible[:k1]
+    got = [h.memory.task_text for h in r.hits]
+    assert len(got) == min(k2, len(candidates)) <= k1
+    assert set(got) <= set(candidates)
+    assert [h.rank for h in r.hits] == list(range(len(got)))
+    for h in r.hits:
+        name = h.memory.task_text
+        assert h.sim == pytest.approx(sims[name], abs=1e-5)
+        assert h.q == pytest.approx(qs[name])
+        assert all(math.isfinite(v) for v in (h.sim, h.q, h.z_sim, h.z_q, h.score))
+        assert h.score == pytest.approx((1 - lam) * h.z_sim + lam * h.z_q)
+    scores = [h.score for h in r.hits]
+    assert (
+        scores == sorted(scores, reverse=True)
+        or max(abs(a - b) for a, b in zip(scores, sorted(scores, reverse=True), strict=True)) < 1e-8
+    )
+    if lam == 0.0:  # plain semantic retrieval
+        assert got == candidates[: len(got)]
+    if lam == 1.0:  # utility decides among the candidates
+        best_q = sorted((qs[n] for n in candidates), reverse=True)[: len(got)]
+        assert [qs[n] for n in got] == pytest.approx(best_q)
+    if len({qs[n] for n in candidates}) == 1:
+        assert all(h.z_q == 0.0 for h in r.hits)
+    if len(candidates) == 1:
+        assert all(h.z_sim == 0.0 and h.score == 0.0 for h in r.hits)
+
+
+def test_namespace_isolation(namespace: str, store: MemoryStore) -> None:
+    a, b = f"{namespace}-a", f"{namespace}-b"
+    store.upsert([proc(a, f"a{i}", at_sim(0.9 - i / 10, i + 1)) for i in range(3)])
+    store.upsert([proc(b, f"b{i}", at_sim(0.95 - i / 10, i + 1)) for i in range(3)])
+    mem = memory_with(store)
+    got = mem.retrieve(a, QUERY, k1=10, k2=10)
+    assert [h.memory.task_text for h in got.hits] == ["a0", "a1", "a2"]
+    assert {h.memory.namespace for h in got.hits} == {a}
+    assert mem.retrieve(f"{namespace}-other", QUERY).hits == []
+
+
+def test_obsolete_and_superseded_memories_are_skipped(namespace: str, store: MemoryStore) -> None:
+    old = proc(namespace, "old", at_sim(0.99, 1), obsolete=True)
+    replaced = proc(namespace, "replaced", at_sim(0.98, 2))
+    new = proc(namespace, "new", at_sim(0.90, 3))
+    rest = [proc(namespace, f"r{i}", at_sim(0.8 - i / 10, 4 + i)) for i in range(3)]
+    store.upsert(
+        [old, replaced, new, *rest],
+        [Edge(namespace=namespace, kind=EdgeKind.SUPERSEDES, src=new.id, dst=replaced.id)],
+    )
+    mem = memory_with(store)
+    r = mem.retrieve(namespace, QUERY, k1=3, k2=3, lam=0.0)
+    # k1 live candidates even though two better-matching memories were skipped
+    assert [h.memory.task_text for h in r.hits] == ["new", "r0", "r1"]
+
+
+def test_kinds_override_and_default_config(namespace: str, store: MemoryStore) -> None:
+    note = Note(namespace=namespace, content="a note", embedding=at_sim(0.99, 1))
+    p = proc(namespace, "p", at_sim(0.5, 2))
+    store.upsert([note, p])
+    mem = memory_with(store)
+    assert [h.memory.id for h in mem.retrieve(namespace, QUERY).hits] == [p.id]
+    assert [h.memory.id for h in mem.retrieve(namespace, QUERY, kinds=("Note",)).hits] == [note.id]
+    both = mem.retrieve(namespace, QUERY, kinds=("Note", "Procedure"), lam=0)
+    assert [h.memory.id for h in both.hits] == [note.id, p.id]
+    assert both.memories == [h.memory for h in both.hits]
+    assert both.config.lam == 0 and mem.config.retrieval.lam == 0.5
+
+
+@pytest.mark.parametrize(
+    ("overrides", "error"),
+    [
+        ({"lam": 1.5}, InvalidInput),
+        ({"k1": 0}, InvalidInput),
+        ({"epsilon": -0.1}, InvalidInput),
+        ({"kinds": ()}, InvalidInput),
+        ({"kinds": ("Nope",)}, InvalidInput),
+        ({"policy": "telepathy"}, InvalidInput),
+        ({"lambda": 0.5}, ConfigError),
+    ],
+)
+def test_invalid_options_are_refused(
+    namespace: str, store: MemoryStore, overrides: dict[str, object], error: type[Exception]
+) -> None:
+    mem = memory_with(store)
+    with pytest.raises(error):
+        mem.retrieve(f"{namespace}-other", QUERY, **overrides)
+
+
+def test_invalid_query_namespace_and_combination(namespace: str, store: MemoryStore) -> None:
+    mem = memory_with(store)
+    with pytest.raises(InvalidInput):
+        mem.retrieve(f"{namespace}-other", "   ")
+    with pytest.raises(InvalidNamespace):
+        mem.retrieve("bad namespace!", QUERY)
+    with pytest.raises(ConfigError):
+        retrieve(mem, f"{namespace}-other", QUERY, config="memrl")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        mem.retrieve(f"{namespace}-other", QUERY, open_episode=True, episode_id="abc")
+
+
+def test_random_policy_is_seeded_and_ignores_similarity(namespace: str, store: MemoryStore) -> None:
+    store.upsert([proc(namespace, f"m{i:02d}", at_sim(0.9 - i / 50, i + 1)) for i in range(20)])
+
+    def run() -> list[list[str]]:
+        mem = memory_with(store)
+        return [
+            [h.memory.task_text for h in mem.retrieve(namespace, QUERY, MEMP_RANDOM, seed=5).hits]
+            for _ in range(6)
+        ]
+
+    first, second = run(), run()
+    assert first == second  # same seed, same call sequence: same picks
+    assert all(len(picks) == 3 for picks in first)
+    assert len({tuple(p) for p in first}) > 1  # successive calls do not repeat one draw
+    # similarity does not rank a random sample: some pick is not among the 3 most similar
+    assert any(set(p) != {"m00", "m01", "m02"} for p in first)
+
+
+def test_epsilon_greedy_explores_among_candidates(namespace: str, store: MemoryStore) -> None:
+    store.upsert([proc(namespace, f"m{i}", at_sim(0.9 - i / 10, i + 1)) for i in range(8)])
+    mem = memory_with(store)
+    greedy = mem.retrieve(namespace, QUERY, k1=5, k2=2, lam=0, epsilon=0.0)
+    assert not greedy.explored and [h.memory.task_text for h in greedy.hits] == ["m0", "m1"]
+    explored = [
+        mem.retrieve(namespace, QUERY, k1=5, k2=2, lam=0, epsilon=1.0, seed=3) for _ in range(10)
+    ]
+    assert all(r.explored for r in explored)
+    picked = {h.memory.task_text for r in explored for h in r.hits}
+    assert picked <= {"m0", "m1", "m2", "m3", "m4"}  # only candidates of phase A
+    assert picked - {"m0", "m1"}  # and not only the greedy ones
+    for r in explored:
+        assert [h.rank for h in r.hits] == [0, 1]
+
+
+def test_keywords_policy_embeds_the_keywords(namespace: str, store: MemoryStore) -> None:
+    emb = HashingEmbedder(DIM)
+    key = "cool, apple, fridge"
+    store.upsert([proc(namespace, key, [float(x) for x in emb.embed([key])[0]])])
+    mem = GraphMemory(store, embedder=emb)
+    query = "Please could you cool the apple using the fridge, then tell me when it is done?"
+    by_query = mem.retrieve(namespace, query, lam=0)
+    by_keywords = mem.retrieve(namespace, query, lam=0, policy=RetrievePolicy.KEYWORDS)
+    assert by_keywords.hits[0].sim > by_query.hits[0].sim + 0.1
+
+
+# ---- prompt text ---------------------------------------------------------------------------
+
+
+def test_as_prompt_renders_steps_scripts_notes_and_tips(namespace: str, store: MemoryStore) -> None:
+    p = proc(
+        namespace,
+        "heat the mug",
+        at_sim(0.95, 1),
+        script="Find the mug.\nHeat it in the microwave.",
+        success=True,
+        reward=1.0,
+        n_steps=3,
+    )
+    steps = [
+        Step(namespace=namespace, procedure_id=p.id, index=i, action=a, observation=o)
+        for i, (a, o) in enumerate(
+            [("go to cabinet 1", "you see a mug"), ("take mug 1", ""), ("heat mug 1", "done")]
+        )
+    ]
+    chain = [Edge(namespace=namespace, kind=EdgeKind.FIRST_STEP, src=p.id, dst=steps[0].id)] + [
+        Edge(namespace=namespace, kind=EdgeKind.NEXT, src=a.id, dst=b.id)
+        for a, b in itertools.pairwise(steps)
+    ]
+    note = Note(
+        namespace=namespace,
+        content="Mugs live in cabinets.",
+        context="Kitchen layout.",
+        embedding=at_sim(0.9, 2),
+    )
+    tip = Tip(
+        namespace=namespace,
+        text="Do not heat metal cups.",
+        polarity=TipPolarity.AVOID,
+        embedding=at_sim(0.85, 3),
+    )
+    store.upsert([p, *steps, note, tip], chain)
+    mem = memory_with(store)
+    r = mem.retrieve(namespace, QUERY, kinds=("Procedure", "Note", "Tip"), lam=0)
+    text = r.as_prompt()
+    assert text.splitlines()[2] == "1. Procedure for: heat the mug (succeeded, reward 1)"
+    assert "Heat it in the microwave." in text
+    i1, i2, i3 = (
+        text.index(f"{n}. {a}")
+        for n, a in [(1, "go to cabinet 1 -> you see a mug"), (2, "take mug 1"), (3, "heat mug 1")]
+    )
+    assert i1 < i2 < i3
+    assert "2. Note: Mugs live in cabinets." in text and "Context: Kitchen layout." in text
+    assert "3. Tip (avoid): Do not heat metal cups." in text
+    assert mem.retrieve(f"{namespace}-other", QUERY).as_prompt() == ""
+    # a Retrieval rebuilt from JSON has no store: the prompt still shows scripts
+    rebuilt = Retrieval.model_validate(json.loads(r.model_dump_json()))
+    assert "Heat it in the microwave." in rebuilt.as_prompt()
+    assert "take mug 1" not in rebuilt.as_prompt()
+
+
+def test_config_object_and_overrides_compose(namespace: str, store: MemoryStore) -> None:
+    store.upsert([proc(namespace, f"m{i}", at_sim(0.9 - i / 10, i + 1)) for i in range(6)])
+    mem = memory_with(store)
+    cfg = RetrievalConfig(k1=4, k2=4, lam=0.0)
+    r = mem.retrieve(namespace, QUERY, cfg, k2=2)
+    assert (r.config.k1, r.config.k2) == (4, 2) and len(r.hits) == 2
+    assert cfg.k2 == 4  # the caller's config is not mutated

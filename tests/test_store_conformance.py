@@ -1,0 +1,52 @@
+"""The store conformance suite (graphmem.testing) on every configured store, plus property
+tests of the export/import round trip on the embedded store."""
+
+from __future__ import annotations
+
+import io
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from graphmem.models import Edge, EdgeKind, Note
+from graphmem.stores.embedded import EmbeddedStore
+from graphmem.testing import StoreConformance, assert_same_memory, vec
+
+
+class TestStoreConformance(StoreConformance):
+    """Runs on the parametrized ``store`` fixture of conftest.py (embedded, and Neo4j when set)."""
+
+
+text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=200
+).filter(lambda s: s.strip() != "")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    contents=st.lists(text, min_size=1, max_size=5),
+    keywords=st.lists(st.text(max_size=30), max_size=4),
+    reason=st.text(max_size=50),
+)
+def test_export_import_round_trip_of_arbitrary_text(
+    contents: list[str], keywords: list[str], reason: str
+) -> None:
+    store = EmbeddedStore.in_memory()
+    notes = [
+        Note(id=f"n{i}", namespace="src", content=c, keywords=keywords, embedding=vec(8, 1, i))
+        for i, c in enumerate(contents)
+    ]
+    edges = [
+        Edge(namespace="src", kind=EdgeKind.LINKS_TO, src="n0", dst=n.id, props={"reason": reason})
+        for n in notes
+    ]
+    store.upsert(notes, edges)
+    out = io.StringIO()
+    store.export_jsonl(out, "src")
+    assert store.import_jsonl(io.StringIO(out.getvalue()), namespace="dst") == (
+        len(notes),
+        len(edges),
+    )
+    for original in notes:
+        assert_same_memory(store.get("dst", original.id), original, ignore=("namespace",))
+    assert [e.props for e in store.iter_edges("dst")] == [e.props for e in store.iter_edges("src")]

@@ -1,0 +1,443 @@
+"""Pictures of the memory graph: what each view collects, and what each renderer writes.
+
+Data is written straight into the store from the models (``graphmem.viz.sample``), so these
+tests depend on no build / retrieve code. They run on every store of the ``store`` fixture.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from graphmem import viz
+from graphmem.errors import InvalidInput, InvalidNamespace, MemoryNotFound
+from graphmem.models import Edge, Procedure, Step, Task, Tip
+from graphmem.stores.base import MemoryStore
+from graphmem.stores.embedded import EmbeddedStore
+from graphmem.testing import HOSTILE_TEXTS
+from graphmem.viz.graph import q_colour
+from graphmem.viz.sample import SampleIds, load_sample
+
+WEB_HOSTILE = (
+    "</script><script>window.pwned=1</script>",
+    '<img src=x onerror="window.pwned=1">',
+    '"]) --> evil[("x',
+    'a"; evil -> "b',
+    "50% #1 | {curly} [square] (round) `tick` &amp;",
+)
+
+
+@pytest.fixture
+def sample(store: MemoryStore, namespace: str) -> SampleIds:
+    return load_sample(store, namespace)
+
+
+def kinds_of(sub: viz.Subgraph) -> list[tuple[str, str, str]]:
+    return sorted((k, e.src, e.dst) for e in sub.edges for k in e.kinds)
+
+
+# ---- task view -----------------------------------------------------------------------------
+
+
+def test_task_view_holds_the_chains_tips_and_evolution(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    steps = [f"{p}-s{i}" for p, n in ((sample.failed, 2), (sample.fixed, 4)) for i in range(n)]
+    assert set(sub.nodes) == {
+        sample.task,
+        sample.tip,
+        sample.failed,
+        sample.fixed,
+        sample.script,
+        sample.note,
+        *steps,
+    }
+    # The other task, its procedure and the episodes belong to other pictures.
+    assert sample.other_task not in sub.nodes and sample.episode not in sub.nodes
+    edges = kinds_of(sub)
+    for proc in (sample.failed, sample.fixed, sample.script):
+        assert ("SOLVED_BY", sample.task, proc) in edges
+    assert ("FIRST_STEP", sample.fixed, f"{sample.fixed}-s0") in edges
+    assert [("NEXT", f"{sample.fixed}-s{i}", f"{sample.fixed}-s{i + 1}") for i in range(3)] == [
+        e for e in edges if e[0] == "NEXT" and e[1].startswith(sample.fixed)
+    ]
+    assert ("DISTILLED_FROM", sample.script, sample.fixed) in edges
+    assert ("ABOUT", sample.tip, sample.failed) in edges
+    assert ("ABOUT", sample.tip, sample.task) in edges
+    assert ("EVOLVED_FROM", sample.fixed, sample.failed) in edges
+    assert ("SUPERSEDES", sample.fixed, sample.failed) in edges
+    assert ("LINKS_TO", sample.fixed, sample.note) in edges
+    assert all(e.src in sub.nodes and e.dst in sub.nodes for e in sub.edges)
+
+
+def test_task_view_lays_chains_out_in_order(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    level = {i: n.level for i, n in sub.nodes.items()}
+    assert level[sample.task] == 0
+    assert level[sample.fixed] == level[sample.failed] == level[sample.script] == 1
+    assert [level[f"{sample.fixed}-s{i}"] for i in range(4)] == [2, 3, 4, 5]
+    assert level[sample.tip] < level[sample.task]
+    assert sub.nodes[sample.task].root
+    assert sub.nodes[sample.failed].obsolete
+
+
+def test_parallel_edges_are_drawn_once_with_both_kinds(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    between = [e for e in sub.edges if (e.src, e.dst) == (sample.fixed, sample.failed)]
+    assert len(between) == 1
+    assert set(between[0].kinds) == {"EVOLVED_FROM", "SUPERSEDES"}
+    assert "EVOLVED_FROM" in between[0].label and "SUPERSEDES" in between[0].label
+
+
+def test_task_view_from_a_procedure_starts_at_its_task(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    from_task = viz.task_subgraph(store, namespace, sample.task)
+    from_proc = viz.task_subgraph(store, namespace, sample.fixed)
+    assert set(from_proc.nodes) == set(from_task.nodes)
+    assert from_proc.nodes[sample.fixed].root and not from_proc.nodes[sample.task].root
+
+
+def test_task_view_of_a_lone_procedure(store: MemoryStore, namespace: str) -> None:
+    proc = Procedure(namespace=namespace, task_text="Solo", key="solo", granularity="script")
+    store.upsert([proc])
+    sub = viz.task_subgraph(store, namespace, proc.id)
+    assert list(sub.nodes) == [proc.id] and sub.edges == []
+
+
+def test_task_view_refuses_other_kinds_and_unknown_ids(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    with pytest.raises(InvalidInput, match="is a Note"):
+        viz.task_subgraph(store, namespace, sample.note)
+    with pytest.raises(MemoryNotFound):
+        viz.task_subgraph(store, namespace, "no-such-task")
+    with pytest.raises(InvalidNamespace):
+        viz.task_subgraph(store, "bad namespace!", sample.task)
+    with pytest.raises(InvalidInput):
+        viz.task_subgraph(store, namespace, "bad id!")
+    with pytest.raises(InvalidInput, match="max_nodes"):
+        viz.task_subgraph(store, namespace, sample.task, max_nodes=0)
+
+
+def test_cyclic_and_branching_chains_stay_finite(store: MemoryStore, namespace: str) -> None:
+    task = Task(namespace=namespace, text="Loop", key="loop")
+    proc = Procedure(namespace=namespace, task_text="Loop", key="loop", granularity="trajectory")
+    steps = [
+        Step(namespace=namespace, id=f"loop-{i}", procedure_id=proc.id, index=i, action=f"a{i}")
+        for i in range(4)
+    ]
+
+    def e(kind: str, src: str, dst: str) -> Edge:
+        return Edge(namespace=namespace, kind=kind, src=src, dst=dst)
+
+    store.upsert(
+        [task, proc, *steps],
+        [
+            e("SOLVED_BY", task.id, proc.id),
+            e("FIRST_STEP", proc.id, "loop-0"),
+            e("NEXT", "loop-0", "loop-1"),
+            e("NEXT", "loop-0", "loop-2"),  # a branch
+            e("NEXT", "loop-1", "loop-3"),
+            e("NEXT", "loop-3", "loop-0"),  # a cycle back to the start
+        ],
+    )
+    sub = viz.task_subgraph(store, namespace, task.id)
+    assert set(sub.nodes) == {task.id, proc.id, "loop-0", "loop-1", "loop-2", "loop-3"}
+    assert ("NEXT", "loop-3", "loop-0") in kinds_of(sub)
+    assert sub.nodes["loop-1"].level == sub.nodes["loop-2"].level == 3
+
+
+def test_max_nodes_truncates_and_says_so(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task, max_nodes=4)
+    assert len(sub.nodes) == 4 and sub.truncated
+    assert "truncated" in sub.subtitle
+    assert not viz.task_subgraph(store, namespace, sample.task).truncated
+
+
+def test_namespaces_do_not_mix(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
+    other = f"{namespace}-other"
+    load_sample(store, other)
+    store.upsert(
+        [Tip(namespace=other, id="tip-only-there", text="elsewhere")],
+        [Edge(namespace=other, kind="ABOUT", src="tip-only-there", dst=sample.task)],
+    )
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    assert "tip-only-there" not in sub.nodes
+    assert viz.task_subgraph(store, other, sample.task).nodes.keys() >= {"tip-only-there"}
+
+
+# ---- episode and memory views --------------------------------------------------------------
+
+
+def test_episode_view_shows_what_was_retrieved_and_how_q_moved(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.episode_subgraph(store, namespace, sample.episode)
+    assert [row["id"] for row in sub.table] == [sample.fixed, sample.script, sample.tip]
+    first = sub.table[0]
+    assert (first["rank"], first["sim"], first["q"], first["score"]) == (
+        "1",
+        "0.900",
+        "0.560",
+        "1.000",
+    )
+    assert first["q_after"] == first["q_now"] == "0.692"
+    retrieved = [e for e in sub.edges if e.kind == "RETRIEVED"]
+    assert len(retrieved) == 3 and all(e.src == sample.episode for e in retrieved)
+    top = next(e for e in retrieved if e.dst == sample.fixed)
+    assert top.label.startswith("#1 score 1.00") and "Q 0.56→0.69" in top.label
+    # Retrieved procedures come with the task they solved.
+    assert sample.task in sub.nodes and sub.nodes[sample.task].level == 2
+    assert "reward 1, success" in sub.subtitle
+    # An episode's own q is not learned, so it is not on the Q scale or in its fields.
+    assert "q" not in sub.nodes[sample.episode].fields
+
+
+def test_episode_view_refuses_other_kinds(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    with pytest.raises(InvalidInput, match="not an Episode"):
+        viz.episode_subgraph(store, namespace, sample.task)
+
+
+def test_memory_view_walks_the_neighbourhood(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    alone = viz.memory_subgraph(store, namespace, sample.note, depth=0)
+    assert list(alone.nodes) == [sample.note]
+    near = viz.memory_subgraph(store, namespace, sample.note)
+    assert set(near.nodes) == {sample.note, "note-pot", sample.fixed}
+    far = viz.memory_subgraph(store, namespace, sample.note, depth=2)
+    assert set(near.nodes) < set(far.nodes)
+    assert {sample.failed, sample.task, sample.episode} <= set(far.nodes)
+    assert all(far.nodes[i].level <= 2 for i in far.nodes)
+    with pytest.raises(InvalidInput, match="depth"):
+        viz.memory_subgraph(store, namespace, sample.note, depth=9)
+
+
+# ---- styling -------------------------------------------------------------------------------
+
+
+def test_q_sets_colour_and_size(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    fixed, task = sub.nodes[sample.fixed], sub.nodes[sample.task]
+    assert fixed.size > task.size  # Q 0.692 vs 0.35
+    assert fixed.fill == q_colour(fixed.size) != task.fill
+    assert sub.nodes[sample.failed].fill == "#e9ecef"  # obsolete: greyed out
+    assert "Q 0.69" in fixed.caption and "(obsolete)" in sub.nodes[sample.failed].caption
+    assert q_colour(0.0) != q_colour(0.5) != q_colour(1.0)
+    assert q_colour(-3) == q_colour(0.0) and q_colour(7) == q_colour(1.0)
+
+
+# ---- renderers -----------------------------------------------------------------------------
+
+
+def page_json(page: str) -> dict[str, object]:
+    match = re.search(r'<script type="application/json" id="gm-data">(.*?)</script>', page, re.S)
+    assert match, "the page embeds its data"
+    data = json.loads(match.group(1))
+    assert isinstance(data, dict)
+    return data
+
+
+def test_html_is_self_contained_and_carries_the_graph(
+    store: MemoryStore, namespace: str, sample: SampleIds
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    page = viz.to_html(sub)
+    assert "vis-network" in page and "new vis.Network" in page
+    # Nothing is fetched: no external scripts, styles, images or fonts.
+    assert not re.search(r"<(script|link|img|iframe)[^>]+(src|href)=", page)
+    assert "@import" not in page and "url(http" not in page
+    data = page_json(page)
+    nodes, edges = data["nodes"], data["edges"]
+    assert isinstance(nodes, list) and isinstance(edges, list)
+    assert {n["id"] for n in nodes} == set(sub.nodes)
+    assert len(edges) == len(sub.edges)
+    assert f'data-expected-nodes="{len(sub.nodes)}"' in page
+    fixed = next(n for n in nodes if n["id"] == sample.fixed)
+    assert fixed["fields"]["q"] == "0.692" and fixed["kind"] == "Procedure"
+
+
+@pytest.mark.parametrize("text", HOSTILE_TEXTS[:-1] + WEB_HOSTILE)
+def test_hostile_text_cannot_break_any_format(namespace: str, text: str) -> None:
+    store = EmbeddedStore.in_memory()
+    task = Task(namespace=namespace, text=text, key=text)
+    tip = Tip(namespace=namespace, text=text)
+    store.upsert([task, tip], [Edge(namespace=namespace, kind="ABOUT", src=tip.id, dst=task.id)])
+    sub = viz.task_subgraph(store, namespace, task.id)
+
+    page = viz.to_html(sub)
+    assert "<script>window.pwned" not in page and "<img src=x" not in page
+    assert len(page_json(page)["nodes"]) == 2  # type: ignore[arg-type]
+
+    mermaid = viz.to_mermaid(sub)
+    body = mermaid.splitlines()[2:]
+    assert len(body) == 2 + 1 + 2 + 1  # two nodes, one edge, two styles, one link style
+    for line in body[:2]:
+        label = re.search(r'"(.*)"', line)
+        assert label
+        bare = re.sub(r"#\d+;|<br/>", "", label.group(1))  # all but entities and breaks
+        assert not set(bare) & set('"#;<>|[]{}()`')
+
+    dot = viz.to_dot(sub)
+    assert len(re.findall(r'^  "[^"]+" -> "[^"]+" \[', dot, re.M)) == 1
+    if shutil.which("dot"):
+        done = subprocess.run(["dot", "-Tcanon"], input=dot.encode(), capture_output=True)
+        assert done.returncode == 0, done.stderr.decode()
+
+
+def test_mermaid_output(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    text = viz.to_mermaid(sub)
+    lines = text.splitlines()
+    assert lines[0] == "flowchart LR"
+    assert sum(1 for line in lines if "-->" in line or "-.->" in line) == len(sub.edges)
+    assert sum(1 for line in lines if line.strip().startswith("style ")) == len(sub.nodes)
+    assert '-.->|"EVOLVED_FROM' in text  # evolution edges are dashed
+    assert text == viz.to_mermaid(viz.task_subgraph(store, namespace, sample.task))
+    with pytest.raises(InvalidInput):
+        viz.to_mermaid(sub, direction="sideways")
+
+
+def test_dot_output(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    text = viz.to_dot(sub)
+    assert text.startswith("digraph graphmem {") and text.rstrip().endswith("}")
+    assert text.count(" -> ") == len(sub.edges)
+    assert f'"{sample.failed}" [label=' in text and "dashed" in text
+    assert "rank=same" in text
+    with pytest.raises(InvalidInput):
+        viz.to_dot(sub, rankdir="diagonal")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed")
+def test_dot_is_valid_graphviz(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    done = subprocess.run(
+        ["dot", "-Tplain"], input=viz.to_dot(sub).encode(), capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    plain = done.stdout.decode()
+    assert sum(1 for line in plain.splitlines() if line.startswith("node ")) == len(sub.nodes)
+    assert viz.to_png(sub, engine="dot").startswith(b"\x89PNG")
+
+
+def test_png_without_graphviz_uses_matplotlib(
+    store: MemoryStore, namespace: str, sample: SampleIds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr("graphmem.viz.png.dot_binary", lambda: None)
+    sub = viz.episode_subgraph(store, namespace, sample.episode)
+    png = viz.to_png(sub)
+    assert png.startswith(b"\x89PNG") and len(png) > 5_000
+    monkeypatch.setattr("graphmem.viz.dot.dot_binary", lambda: None)
+    with pytest.raises(viz.VizError, match="graphviz"):
+        viz.to_png(sub, engine="dot")
+
+
+def test_write_picks_the_format_from_the_suffix(
+    store: MemoryStore, namespace: str, sample: SampleIds, tmp_path: Path
+) -> None:
+    sub = viz.task_subgraph(store, namespace, sample.task)
+    tmp_path = tmp_path / "out"
+    tmp_path.mkdir()
+    assert viz.write(sub, tmp_path / "a.mmd").read_text().startswith("flowchart")
+    assert viz.write(sub, tmp_path / "a.gv").read_text().startswith("digraph")
+    assert viz.write(sub, tmp_path / "a.html").read_text().startswith("<!doctype html>")
+    assert viz.write(sub, tmp_path / "a.txt", "dot").read_text().startswith("digraph")
+    assert viz.format_for("x.unknown") == "html"
+    with pytest.raises(InvalidInput, match="unknown format"):
+        viz.format_for("x.html", "svg")
+    with pytest.raises(viz.VizError, match="could not write"):
+        viz.write(sub, tmp_path / "missing-dir" / "a.html")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.gv", "a.html", "a.mmd", "a.txt"]
+
+
+def test_html_without_vis_network_says_how_to_get_it(
+    store: MemoryStore, namespace: str, sample: SampleIds, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.viz import html
+
+    html.vis_network_js.cache_clear()
+    monkeypatch.setattr(html, "VIS_PACKAGE", "graphmem_no_such_package")
+    try:
+        with pytest.raises(viz.VizError, match="pyvis"):
+            viz.to_html(viz.task_subgraph(store, namespace, sample.task))
+    finally:
+        html.vis_network_js.cache_clear()
+
+
+# ---- CLI -----------------------------------------------------------------------------------
+
+
+def run_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    env["GRAPHMEM_STORE"] = str(store_dir)
+    return subprocess.run(
+        [sys.executable, "-m", "graphmem", "viz", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def store_dir(tmp_path: Path) -> Path:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as embedded:
+        load_sample(embedded, "demo")
+    return path
+
+
+def test_cli_writes_each_view(store_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "chain.html"
+    done = run_cli(store_dir, "task", "task-soup", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "12 memories" in done.stderr and out.read_text().startswith("<!doctype html>")
+
+    done = run_cli(store_dir, "episode", "ep-soup-2", "-o", "-", "-f", "mermaid")
+    assert done.returncode == 0 and done.stdout.startswith("flowchart LR")
+
+    out = tmp_path / "around.dot"
+    done = run_cli(store_dir, "memory", "note-stove", "-n", "demo", "--depth", "2", "-o", str(out))
+    assert done.returncode == 0 and out.read_text().startswith("digraph")
+
+
+def test_cli_errors_are_one_line(store_dir: Path, tmp_path: Path) -> None:
+    with EmbeddedStore.open(store_dir) as embedded:
+        load_sample(embedded, "demo-2")
+    cases = {
+        ("task", "task-soup"): "choose one with --namespace",
+        ("task", "nope", "-n", "demo"): "no memory 'nope'",
+        ("task", "nope"): "no memory 'nope' in any namespace",
+        ("task", "note-stove", "-n", "demo"): "is a Note",
+        ("episode", "ep-soup-2", "-n", "demo", "-o", "-", "-f", "png"): "standard output",
+    }
+    for args, message in cases.items():
+        done = (
+            run_cli(store_dir, *args, "-o", str(tmp_path / "x.html"))
+            if "-o" not in args
+            else (run_cli(store_dir, *args))
+        )
+        assert done.returncode == 2, (args, done.stderr)
+        assert message in done.stderr and "Traceback" not in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.html").exists()
