@@ -1,8 +1,8 @@
 """Evolve flow: A-MEM evolution of new memories as a LangGraph graph.
 
 State :class:`~flows.state.EvolveState`: ``new_memory_ids`` in; ``evolution`` (one summary per
-memory: the links made and the neighbours refreshed) out. Memories are evolved one after the
-other, so a later one sees the links and versions an earlier one made.
+memory: the links made, the neighbours refreshed as new versions, or why it was skipped) out.
+Memories are evolved one after the other, so a later one sees what an earlier one wrote.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from flows.state import EvolveState, MemoryContext, resolve, summary
+from graphmem.errors import MemoryNotFound
 from graphmem.memory import GraphMemory
 
 
@@ -26,7 +27,11 @@ def build_evolve_graph(
         mem, namespace, _ = resolve(runtime, memory)
         out = []
         for memory_id in dict.fromkeys(state.get("new_memory_ids", [])):
-            result = mem.evolve(namespace, memory_id)
+            try:
+                result = mem.evolve(namespace, memory_id)
+            except MemoryNotFound:
+                out.append({"memory_id": memory_id, "skipped": "the memory is gone"})
+                continue
             out.append({"memory_id": memory_id, **summary(result)})
         return {"evolution": out}
 

@@ -5,11 +5,11 @@ State :class:`~flows.state.RetrieveState`: ``query`` in; ``hits`` (with score pa
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
+>>> from graphmem.config import RetrievalConfig
 >>> from flows.state import MemoryContext
 >>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
 >>> _ = mem.add_note("demo", "The spare key is under the blue flower pot.")
->>> ctx = MemoryContext(namespace="demo", memory=mem, retrieval=mem.config.retrieval.model_copy(
-...     update={"kinds": ("Note",)}))
+>>> ctx = MemoryContext("demo", mem, retrieval=RetrievalConfig(kinds=("Note",)))
 >>> out = graph.invoke({"query": "where is the spare key?"}, context=ctx)
 >>> [h["kind"] for h in out["hits"]], out["episode_id"] is not None
 (['Note'], True)

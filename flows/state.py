@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.errors import ConfigError
 from graphmem.memory import GraphMemory
-from graphmem.models import Hit, Memory, MemoryKind, Note, Procedure, Tip, check_namespace
+from graphmem.models import Hit, MemoryKind, check_namespace
 
 if TYPE_CHECKING:
     from graphmem.envs.agents import Policy
@@ -91,11 +91,6 @@ def resolve(
             "graph with memory=..."
         )
     return memory, check_namespace(ctx.namespace), ctx
-
-
-def with_memory(ctx: MemoryContext, memory: GraphMemory) -> MemoryContext:
-    """A copy of ``ctx`` with ``memory`` set (for callers that build contexts)."""
-    return dataclasses.replace(ctx, memory=memory)
 
 
 # ---- state ---------------------------------------------------------------------------------
@@ -238,28 +233,3 @@ def _shorten(value: Any) -> Any:
     if isinstance(value, list):
         return [_shorten(v) for v in value]
     return value
-
-
-_EVOLVING = (Note, Procedure, Tip)
-
-
-def new_ids(result: Any) -> list[str]:
-    """Ids of the live notes, procedures and tips an operation's result holds, in order."""
-    found: list[str] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, Memory):
-            if isinstance(value, _EVOLVING) and not value.obsolete:
-                found.append(value.id)
-        elif isinstance(value, BaseModel):
-            for name in type(value).model_fields:
-                walk(getattr(value, name))
-        elif isinstance(value, list | tuple):
-            for v in value:
-                walk(v)
-        elif isinstance(value, dict):
-            for v in value.values():
-                walk(v)
-
-    walk(result)
-    return list(dict.fromkeys(found))

@@ -48,13 +48,13 @@ from graphmem.models import Hit, MemoryKind, Note, Procedure
 
 log = logging.getLogger(__name__)
 
-TEXTWORLD_RETRIEVAL = RetrievalConfig(
-    k1=10, k2=5, lam=0.5, kinds=(MemoryKind.NOTE, MemoryKind.PROCEDURE, MemoryKind.TIP)
-)
-"""Recall 10, keep 5 by (1-λ)·ẑ(sim) + λ·ẑ(Q): the game texts look alike, so Q decides."""
+TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NOTE,))
+"""Recall 20 fact notes, keep 8 by (1-λ)·ẑ(sim) + λ·ẑ(Q): games of one kind read alike, so the
+utility Q learned from outcomes decides which notes are handed to the explorer."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
 FACTS_TAG = "textworld-facts"
+FACTS_HEADER = "Facts learned in:"
 
 
 # ---- memory ↔ policy -------------------------------------------------------------------------
@@ -68,8 +68,10 @@ def textworld_hints(
     hints: list[str] = []
     for hit in hits:
         m = hit.memory
-        if isinstance(m, Note) and FACTS_TAG in m.tags:
-            hints.extend(line.strip() for line in m.content.splitlines() if line.strip())
+        # The header, not the tag, marks a fact note: evolution may give a note new tags.
+        if isinstance(m, Note) and m.content.startswith(FACTS_HEADER):
+            lines = m.content.splitlines()[1:]
+            hints.extend(line.strip() for line in lines if line.strip())
         elif isinstance(m, Procedure):
             if m.success and m.task_text == task:
                 hints.extend(default_hints(memory, namespace, task, [hit]))
@@ -84,7 +86,9 @@ def learn_facts(memory: GraphMemory, namespace: str, state: AgentState) -> list[
     facts = extract_facts(steps)
     if not facts:
         return []
-    note = memory.add_note(namespace, "\n".join(facts), tags=[FACTS_TAG])
+    # The task line makes the note similar to the task it helps; the explorer ignores it.
+    content = "\n".join([f"{FACTS_HEADER} {state['task']}", *facts])
+    note = memory.add_note(namespace, content, tags=[FACTS_TAG])
     return [note.id]
 
 
@@ -232,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--llm", action="store_true", help="policy: the configured chat model")
     parser.add_argument("--persist", action="store_true", help="use GRAPHMEM_STORE / Neo4j")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    log.setLevel(logging.INFO)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy tracebacks on JVM shutdown
 
     from graphmem.settings import Settings
 

@@ -19,9 +19,10 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.state import MemoryContext, UpdateState, new_ids, resolve, summary
+from flows.state import MemoryContext, UpdateState, resolve, summary
 from graphmem.episodes import EpisodeFinished
 from graphmem.memory import GraphMemory
+from graphmem.update import UpdateResult
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,17 @@ def build_update_graph(
     builder.add_edge("utility", "reflect")
     builder.add_edge("reflect", END)
     return builder
+
+
+def new_ids(result: UpdateResult) -> list[str]:
+    """The memories an update wrote that evolution should link: the built procedure, the tips
+    and the corrected procedures."""
+    ids: list[str] = []
+    if result.built is not None and not result.built.deduplicated:
+        ids.append(result.built.procedure.id)
+    ids.extend(tip.id for tip in result.tips)
+    ids.extend(c.procedure.id for c in result.adjusted)
+    return list(dict.fromkeys(ids))
 
 
 graph: CompiledStateGraph[UpdateState, MemoryContext, UpdateState, UpdateState] = (

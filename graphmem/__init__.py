@@ -40,6 +40,7 @@ from graphmem.models import (
     TrajectoryStep,
 )
 from graphmem.stores.base import MemoryStore
+from graphmem.stores.embedded import EmbeddedStore
 
 __version__ = "0.1.0"
 
@@ -49,6 +50,7 @@ __all__ = [
     "DimensionMismatch",
     "Edge",
     "EdgeKind",
+    "EmbeddedStore",
     "Embedder",
     "EmptyContent",
     "Episode",

@@ -52,6 +52,56 @@ class RetrievalConfig(GraphmemModel):
     seed: int | None = Field(default=None, description="Seed for random policy / exploration.")
 
 
+class UpdateConfig(GraphmemModel):
+    """Memory-set update after a failure (Mem^p "adjustment"): how reflection is grounded."""
+
+    reference_k: int = Field(
+        default=5, ge=0, le=100, description="Procedures recalled to find a successful reference."
+    )
+    reference_floor: float = Field(
+        default=0.35,
+        ge=-1.0,
+        le=1.0,
+        description="Least task similarity for a successful procedure to serve as reference.",
+    )
+    max_tip_targets: int = Field(
+        default=3, ge=0, le=100, description="Retrieved procedures one tip is attached to (ABOUT)."
+    )
+    max_corrections: int = Field(
+        default=1, ge=0, le=100, description="Corrected procedures written per failed episode."
+    )
+
+
+class ObsolescenceConfig(GraphmemModel):
+    """When a memory is demoted: its Q stays below ``q_below`` after ``min_uses`` uses."""
+
+    enabled: bool = Field(default=True, description="Demote during update (explicit calls work).")
+    min_uses: int = Field(default=5, ge=1, description="Uses before a memory can be judged.")
+    q_below: float = Field(
+        default=0.25, description="Demote when q is below this (rewards {0, 1}: 0.25)."
+    )
+    kinds: tuple[MemoryKind, ...] = Field(
+        default=(MemoryKind.NOTE, MemoryKind.TASK, MemoryKind.PROCEDURE, MemoryKind.TIP),
+        description="Kinds that can be demoted.",
+    )
+
+
+class EvolutionConfig(GraphmemModel):
+    """A-MEM evolution budgets: neighbours looked at, LLM calls, versions written."""
+
+    max_neighbours: int = Field(default=5, ge=0, le=100, description="Neighbours considered.")
+    min_similarity: float = Field(
+        default=0.3, ge=-1.0, le=1.0, description="No evolution with neighbours below this."
+    )
+    link_threshold: float = Field(
+        default=0.4, ge=-1.0, le=1.0, description="Offline rule: link neighbours this similar."
+    )
+    max_llm_calls: int = Field(default=2, ge=0, description="LLM calls per evolved memory.")
+    max_updates: int = Field(
+        default=3, ge=0, le=100, description="Neighbours refreshed (as new versions) per memory."
+    )
+
+
 class MemoryConfig(GraphmemModel):
     """Defaults of a GraphMemory instance."""
 
@@ -69,6 +119,9 @@ class MemoryConfig(GraphmemModel):
     )
     max_llm_calls: int = Field(default=4, ge=0, description="LLM call cap per operation.")
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    update: UpdateConfig = Field(default_factory=UpdateConfig)
+    obsolescence: ObsolescenceConfig = Field(default_factory=ObsolescenceConfig)
+    evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
 
 
 SIMILARITY_ONLY = RetrievalConfig(lam=0.0)

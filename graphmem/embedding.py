@@ -48,7 +48,8 @@ def normalise(matrix: npt.NDArray[Any]) -> Matrix:
     m = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(m, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (m / norms).astype(np.float32, copy=False)
+    out: Matrix = (m / norms).astype(np.float32, copy=False)
+    return out
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -17,7 +17,8 @@ Search with a ``query`` recalls ``(offset + limit) · recall_factor`` candidates
 similarity, keeps those that pass the filter, and ranks them by ``(1-λ)·ẑ(sim) + λ·ẑ(Q)``
 (:func:`graphmem.retrieve.rank_candidates`); each result is a :class:`GraphSearchItem` whose
 ``score`` is that two-phase score (or the cosine similarity with ``score="similarity"``) and whose
-``parts`` hold sim, q, z_sim, z_q, score, rank and the memory id. Without a query, results are
+``parts`` hold sim, q, z_sim, z_q, score, rank and the memory id (with ``score="similarity"``
+the ranking still uses λ: pass ``lam=0`` to rank by similarity alone). Without a query, results are
 ordered by ``updated_at`` (newest first), then key. Items put with ``index=False`` have no vector:
 a query search lists them after the ranked ones when the page has room (as InMemoryStore does).
 
@@ -25,7 +26,9 @@ Differences from LangGraph's InMemoryStore, on purpose: an item whose value has 
 fields gets ONE vector (the fields' texts joined), because graphmem keeps one vector per memory,
 so search ranks whole items rather than max-pooling fields; semantic search works without an
 ``index`` config (the memory's embedder embeds the whole value); ops in one ``batch`` run in
-order (reads see earlier puts); TTL is not supported (``supports_ttl = False``: a ``ttl`` raises).
+order (reads see earlier puts); the writes of a run of consecutive puts are one atomic upsert
+(its deletes follow, per namespace); TTL is not supported (``supports_ttl = False``: a ``ttl``
+raises NotImplementedError).
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -43,7 +46,6 @@ import asyncio
 import hashlib
 import json
 import logging
-import math
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -56,7 +58,6 @@ from langgraph.store.base import (
     IndexConfig,
     Item,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -69,6 +70,7 @@ from langgraph.store.base import (
 )
 
 from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
+from graphmem.langgraph_filters import matches_namespace, passes
 from graphmem.memory import GraphMemory
 from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
 from graphmem.retrieve import rank_candidates
@@ -79,7 +81,6 @@ SOURCE = "langgraph"
 """``Note.source`` of every item this store writes; other notes are never shown as items."""
 
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:@-")
-_OPERATORS = ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte")
 
 
 # ---- the mapping ---------------------------------------------------------------------------
@@ -289,12 +290,19 @@ class GraphMemoryStore(BaseStore):
         texts: list[str | None] = [self._index_text(op) for _, op, _ in puts]
         to_embed = [t for t in texts if t is not None]
         vectors = iter(self._embed_documents(to_embed)) if to_embed else iter(())
+        wanted: dict[str, list[str]] = {}
+        for graph_ns, op, _ in puts:
+            wanted.setdefault(graph_ns, []).append(item_id(op.key))
+        # A re-put keeps the item's creation time (and, through upsert, what it has learned).
+        created = {
+            (m.namespace, m.id): m.created_at
+            for graph_ns, ids in wanted.items()
+            for m in self.memory.store.get_many(graph_ns, ids)
+        }
         now = utcnow()
         notes: list[AnyMemory] = []
         for (graph_ns, op, dumped), text in zip(puts, texts, strict=True):
             mid = item_id(op.key)
-            old = self.memory.store.get_many(graph_ns, [mid])
-            created = old[0].created_at if old else now
             vector = next(vectors) if text is not None else None
             data = json.dumps({"key": op.key, "value": json.loads(dumped)}, ensure_ascii=False)
             notes.append(
@@ -304,7 +312,7 @@ class GraphMemoryStore(BaseStore):
                     content=text if text else dumped,
                     data=data,
                     source=SOURCE,
-                    created_at=created,
+                    created_at=created.get((graph_ns, mid), now),
                     updated_at=now,
                     q=self.memory.config.q0,
                     embedding=vector,
@@ -353,7 +361,7 @@ class GraphMemoryStore(BaseStore):
             (note, ns)
             for graph_ns, ns in scope
             for note in self._item_notes(graph_ns)
-            if _passes(_value_of(note), op.filter)
+            if passes(_value_of(note), op.filter)
         ]
         items.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0]), pair[1]))
         return [_to_item(n, ns) for n, ns in items[op.offset : op.offset + op.limit]]
@@ -380,7 +388,7 @@ class GraphMemoryStore(BaseStore):
                 pool.extend(
                     (r.memory, float(r.sim))
                     for r in recalled
-                    if _is_item(r.memory) and _passes(_value_of(r.memory), op.filter)
+                    if _is_item(r.memory) and passes(_value_of(r.memory), op.filter)
                 )
             # A filter may drop recalled candidates: widen the recall until k1 pass or none remain.
             if len(pool) >= k1 or exhausted:
@@ -416,7 +424,7 @@ class GraphMemoryStore(BaseStore):
             (note, ns)
             for graph_ns, ns in scope
             for note in self._item_notes(graph_ns)
-            if note.embedding is None and _passes(_value_of(note), op.filter)
+            if note.embedding is None and passes(_value_of(note), op.filter)
         ]
         notes.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0])))
         return [_to_item(n, ns) for n, ns in notes[:room]]
@@ -426,7 +434,9 @@ class GraphMemoryStore(BaseStore):
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = [ns for _, ns in self._graph_namespaces()]
         if op.match_conditions:
-            found = [ns for ns in found if all(_matches(c, ns) for c in op.match_conditions)]
+            found = [
+                ns for ns in found if all(matches_namespace(c, ns) for c in op.match_conditions)
+            ]
         if op.max_depth is not None:
             found = list({ns[: op.max_depth] for ns in found})
         return sorted(set(found))[op.offset : op.offset + op.limit]
@@ -478,99 +488,6 @@ def _dump_value(value: Mapping[str, Any]) -> str:
         return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as e:
         raise InvalidInput(f"a store value must be JSON-serialisable: {e}") from e
-
-
-# ---- filters and namespace matching (LangGraph semantics) -----------------------------------
-
-
-def _lookup(value: Mapping[str, Any], key: str) -> tuple[bool, Any]:
-    """``value[key]``, or a dotted path into nested objects (``"user.access-level"``)."""
-    if key in value:
-        return True, value[key]
-    current: Any = value
-    for part in key.split("."):
-        if not isinstance(current, Mapping) or part not in current:
-            return False, None
-        current = current[part]
-    return True, current
-
-
-def _passes(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
-    if not filter:
-        return True
-    for key, expected in filter.items():
-        present, actual = _lookup(value, key)
-        if not _compare(present, actual, expected):
-            return False
-    return True
-
-
-def _compare(present: bool, actual: Any, expected: Any) -> bool:
-    if isinstance(expected, Mapping):
-        if any(str(k).startswith("$") for k in expected):
-            return all(_operator(present, actual, o, v) for o, v in expected.items())
-        if not isinstance(actual, Mapping):
-            return False
-        return all(_compare(k in actual, actual.get(k), v) for k, v in expected.items())
-    if isinstance(expected, list | tuple):
-        return (
-            isinstance(actual, list | tuple)
-            and len(actual) == len(expected)
-            and all(_compare(True, a, e) for a, e in zip(actual, expected, strict=True))
-        )
-    return present and _same(actual, expected)
-
-
-def _same(a: Any, b: Any) -> bool:
-    # JSON has no separate bool and int: keep True from matching 1.
-    return isinstance(a, bool) == isinstance(b, bool) and bool(a == b)
-
-
-def _operator(present: bool, actual: Any, op: str, expected: Any) -> bool:
-    if op not in _OPERATORS:
-        raise InvalidInput(
-            f"unsupported filter operator {op!r}; use one of {', '.join(_OPERATORS)}"
-        )
-    if op == "$eq":
-        return present and _same(actual, expected)
-    if op == "$ne":
-        return not (present and _same(actual, expected))
-    if not present:
-        return False
-    a, b = _comparable(actual), _comparable(expected)
-    if a is None or b is None or type(a) is not type(b):
-        return False
-    if op == "$gt":
-        return a > b  # type: ignore[operator]
-    if op == "$gte":
-        return a >= b  # type: ignore[operator]
-    if op == "$lt":
-        return a < b  # type: ignore[operator]
-    return a <= b  # type: ignore[operator]
-
-
-def _comparable(x: Any) -> float | str | None:
-    """Numbers compare as floats and strings as strings; anything else never compares."""
-    if isinstance(x, bool):
-        return None
-    if isinstance(x, int | float):
-        return None if math.isnan(float(x)) else float(x)
-    if isinstance(x, str):
-        return x
-    return None
-
-
-def _matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
-    path = tuple(condition.path)
-    if len(namespace) < len(path):
-        return False
-    if condition.match_type == "prefix":
-        pairs = zip(namespace, path, strict=False)
-    elif condition.match_type == "suffix":
-        pairs = zip(reversed(namespace), reversed(path), strict=False)
-    else:
-        raise InvalidInput(f"unsupported namespace match type {condition.match_type!r}")
-    return all(p == "*" or n == p for n, p in pairs)
 
 
 __all__ = ["SOURCE", "GraphMemoryStore", "GraphSearchItem", "escape_label", "item_id"]

@@ -5,7 +5,8 @@ top of the store primitives.
 >>> from graphmem import GraphMemory, EmbeddedStore, HashingEmbedder
 >>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
 >>> note = mem.add_note("demo", "The spare key is under the blue flower pot.")
->>> [h.memory.id for h in mem.retrieve("demo", "where is the spare key?", kinds=("Note",)).hits] == [note.id]
+>>> hits = mem.retrieve("demo", "where is the spare key?", kinds=("Note",)).hits
+>>> [h.memory.id for h in hits] == [note.id]
 True
 """
 

@@ -25,8 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 MAX_TEXT_CHARS = 1_000_000
 """Longest text graphmem stores in one field; larger input is rejected, not truncated."""
 
-NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/\-]{0,127}$")
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}$")
+NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/\-]{0,127}\Z")
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}\Z")
 
 PropValue: TypeAlias = str | int | float | bool | None
 
@@ -134,6 +134,8 @@ def check_vector(vector: Any, dimension: int | None = None) -> list[float]:
     """Validate an embedding: a flat sequence of finite floats of the expected dimension."""
     from graphmem.errors import DimensionMismatch, InvalidVector
 
+    if isinstance(vector, str | bytes):  # a string of digits is not a vector
+        raise InvalidVector("an embedding must be a flat sequence of numbers, not text")
     try:
         values = [float(x) for x in vector]
     except (TypeError, ValueError) as e:
@@ -410,7 +412,7 @@ class Edge(GraphmemModel):
         from graphmem.errors import InvalidInput
 
         for key, value in v.items():
-            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", key):
+            if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", key):
                 raise InvalidInput(f"invalid edge property name {key[:80]!r}")
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"edge property {key!r} must be finite")
@@ -432,7 +434,7 @@ class Hit(BaseModel):
     q: float = Field(description="The memory's utility at retrieval time.")
     z_sim: float = 0.0
     z_q: float = 0.0
-    score: float = Field(description="(1-λ)·z_sim + λ·z_q, or sim for similarity-only.")
+    score: float = Field(description="(1-λ)·z_sim + λ·z_q over the candidate pool.")
 
 
 class TrajectoryStep(GraphmemModel):

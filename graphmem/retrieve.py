@@ -5,6 +5,12 @@ similarity floor, skipping obsolete and superseded memories). Phase B ranks that
 ``score = (1-λ)·ẑ(sim) + λ·ẑ(Q)``, where ẑ is the z-score over the pool (population std; a pool
 with zero spread contributes 0), and keeps the top ``k2``. Every :class:`Hit` reports its parts.
 
+Policies: ``similarity`` embeds the query, ``keywords`` its extracted keywords (Mem^p's
+AveFact key), ``random`` samples k1 live memories (seeded): their sim is reported but does not
+rank them, so with λ=0 the selection is uniformly random. ε-greedy (``epsilon``) replaces the
+selection, with that probability, by a random choice among the candidates (``explored=True``).
+A given ``seed`` gives one random stream per GraphMemory: the same calls give the same picks.
+
 Superseded memories: the update engineer marks a memory ``obsolete`` when something SUPERSEDES
 it, and the stores' ``recall`` skips obsolete memories. Retrieval relies on that and *also* drops
 candidates that have an incoming SUPERSEDES edge (one edge lookup per candidate), so a graph

@@ -40,7 +40,7 @@ class AppliedSchema:
 
 def schema_files() -> list[Path]:
     """The schema files in the order they apply."""
-    from graphmem.neo4j_server import resource_dir
+    from graphmem.neo4j_jars import resource_dir
 
     return sorted((resource_dir() / "schema").glob("*.cypher"))
 

@@ -442,3 +442,13 @@ def test_build_with_minilm_recalls_by_meaning(
 def test_task_node_is_a_task(mem: GraphMemory, ns: str) -> None:
     result = mem.build(ns, trajectory(2))
     assert isinstance(mem.store.get(ns, result.task.id), Task)
+
+
+def test_rebuild_after_the_task_was_deleted_restores_a_task(mem: GraphMemory, ns: str) -> None:
+    first = mem.build(ns, trajectory(3))
+    mem.delete(ns, [first.task.id])
+    again = mem.build(ns, trajectory(3))
+    assert again.deduplicated and again.procedure.id == first.procedure.id
+    assert again.task.id != first.task.id and again.task.text == TASK
+    solved = mem.store.edges(ns, again.task.id, kinds=[EdgeKind.SOLVED_BY])
+    assert {e.dst for e in solved} == {p.id for p in first.procedures}

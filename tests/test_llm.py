@@ -8,12 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage
 from openai_stub import OpenAIStub
 
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.errors import LLMError
+from graphmem.keywords import STOP_WORDS, extract_keywords
 from graphmem.llm import (
     CallBudget,
     LinkDecisions,
@@ -378,3 +381,13 @@ def test_fallback_links_follow_the_similarity_threshold() -> None:
     out = fallbacks.decide_links("m", neighbours, threshold=0.5)
     assert [(c.id, c.strength) for c in out.links] == [("a", 0.91), ("c", 1.0)]
     assert out.updates == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300))
+def test_keywords_are_stable_content_words(text: str) -> None:
+    words = extract_keywords(text)
+    assert words == extract_keywords(text)
+    assert len(words) == len(set(words)) <= 8
+    assert all(w not in STOP_WORDS and len(w) > 1 and w == w.lower() for w in words)
+    assert all(w in text.lower() for w in words)

@@ -15,9 +15,12 @@ from graphmem.errors import ConfigError
 from graphmem.neo4j_server import (
     ENTRY_POINT,
     Neo4jServer,
+    Neo4jServerError,
     check_password,
     default_home,
+    find_java,
     jars_present,
+    java_major,
     neo4j_version,
     read_conf,
     resource_dir,
@@ -105,6 +108,29 @@ def test_bad_ports_and_passwords_are_rejected_before_anything_runs(tmp_path: Pat
             check_password(bad)
         assert not bad or bad not in str(info.value)
     assert check_password("long-enough") == "long-enough"
+
+
+def _fake_java(root: Path, version: str) -> Path:
+    java = root / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text(f"#!/bin/sh\necho 'openjdk version \"{version}\" 2025-01-01' >&2\n")
+    java.chmod(0o755)
+    return java
+
+
+def test_java_17_is_chosen_and_newer_jdks_are_passed_over(tmp_path: Path) -> None:
+    newer = _fake_java(tmp_path / "jdk25", "25.0.1")
+    seventeen = _fake_java(tmp_path / "jdk17", "17.0.15")
+    assert java_major(newer) == 25 and java_major(seventeen) == 17
+    assert java_major(_fake_java(tmp_path / "jdk8", "1.8.0_392")) == 8
+    env = {"GRAPHMEM_JAVA_HOME": str(tmp_path / "jdk17"), "JAVA_HOME": str(tmp_path / "jdk25")}
+    assert find_java(env) == seventeen
+    try:
+        found = find_java({"JAVA_HOME": str(tmp_path / "jdk25")})  # falls through to the system
+    except Neo4jServerError as e:
+        assert "Java 17" in str(e)  # this machine has no Java 17/21 at all
+    else:
+        assert found != newer and java_major(found) in (17, 21)
 
 
 def test_missing_jar_marker_means_not_present(tmp_path: Path) -> None:

@@ -18,8 +18,7 @@ import pytest
 from graphmem.errors import ConfigError, DimensionMismatch, InvalidInput, StoreError
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task
 from graphmem.schema import SCHEMA_VERSION
-from graphmem.stores import cypher
-from graphmem.stores import neo4j as neo4j_module
+from graphmem.stores import cypher, neo4j_recall
 from graphmem.stores.neo4j import Neo4jStore
 from graphmem.testing import note, unique_namespace, vec
 
@@ -196,7 +195,7 @@ def test_unreachable_server_gives_a_store_error() -> None:
 def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
     neo: Neo4jStore, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(neo4j_module, "MAX_INDEX_CANDIDATES", 64)
+    monkeypatch.setattr(neo4j_recall, "MAX_INDEX_CANDIDATES", 64)
     crowd = namespace + "-crowd"
     neo.upsert([note(crowd, f"c{i}", "close", vec(DIM, 1, 0.001 * i)) for i in range(200)])
     mine = [note(namespace, f"m{i}", "far", vec(DIM, 0.05, 1, 0.1 * i)) for i in range(4)]

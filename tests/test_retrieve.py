@@ -360,3 +360,40 @@ def test_config_object_and_overrides_compose(namespace: str, store: MemoryStore)
     r = mem.retrieve(namespace, QUERY, cfg, k2=2)
     assert (r.config.k1, r.config.k2) == (4, 2) and len(r.hits) == 2
     assert cfg.k2 == 4  # the caller's config is not mutated
+
+
+def test_as_prompt_shows_a_distilled_scripts_trajectory_steps(
+    namespace: str, store: MemoryStore
+) -> None:
+    script = Procedure(
+        namespace=namespace,
+        task_text="cool the apple",
+        key="cool the apple",
+        granularity="proceduralized",
+        script="Cool it in the fridge.",
+        embedding=at_sim(0.9, 1),
+    )
+    trajectory = Procedure(
+        namespace=namespace,
+        task_text="cool the apple",
+        key="cool the apple",
+        granularity="trajectory",
+        n_steps=2,
+    )
+    steps = [
+        Step(namespace=namespace, procedure_id=trajectory.id, index=i, action=a)
+        for i, a in enumerate(["open fridge 1", "put apple 1 in fridge 1"])
+    ]
+    store.upsert(
+        [script, trajectory, *steps],
+        [
+            Edge(
+                namespace=namespace, kind=EdgeKind.DISTILLED_FROM, src=script.id, dst=trajectory.id
+            ),
+            Edge(namespace=namespace, kind=EdgeKind.FIRST_STEP, src=trajectory.id, dst=steps[0].id),
+            Edge(namespace=namespace, kind=EdgeKind.NEXT, src=steps[0].id, dst=steps[1].id),
+        ],
+    )
+    text = memory_with(store).retrieve(namespace, QUERY).as_prompt()
+    assert "Cool it in the fridge." in text
+    assert text.index("1. open fridge 1") < text.index("2. put apple 1 in fridge 1")

@@ -11,12 +11,14 @@ import os
 import re
 import shutil
 import subprocess
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from graphmem import viz
+from graphmem.cli import main
 from graphmem.errors import InvalidInput, InvalidNamespace, MemoryNotFound
 from graphmem.models import Edge, Procedure, Step, Task, Tip
 from graphmem.stores.base import MemoryStore
@@ -386,17 +388,29 @@ def test_html_without_vis_network_says_how_to_get_it(
 # ---- CLI -----------------------------------------------------------------------------------
 
 
-def run_cli(store_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
-    env["GRAPHMEM_STORE"] = str(store_dir)
-    return subprocess.run(
-        [sys.executable, "-m", "graphmem", "viz", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def run_cli(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Callable[..., CliResult]:
+    """Run ``graphmem viz ...`` in process against the embedded store in ``store_dir``."""
+
+    def run(store_dir: Path, *args: str) -> CliResult:
+        for key in [k for k in os.environ if k.startswith("GRAPHMEM_")]:
+            monkeypatch.delenv(key)
+        monkeypatch.setenv("GRAPHMEM_STORE", str(store_dir))
+        capsys.readouterr()
+        code = main(["viz", *args])
+        out = capsys.readouterr()
+        return CliResult(code, out.out, out.err)
+
+    return run
 
 
 @pytest.fixture
@@ -407,7 +421,9 @@ def store_dir(tmp_path: Path) -> Path:
     return path
 
 
-def test_cli_writes_each_view(store_dir: Path, tmp_path: Path) -> None:
+def test_cli_writes_each_view(
+    store_dir: Path, tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
     out = tmp_path / "chain.html"
     done = run_cli(store_dir, "task", "task-soup", "--out", str(out))
     assert done.returncode == 0, done.stderr
@@ -421,7 +437,9 @@ def test_cli_writes_each_view(store_dir: Path, tmp_path: Path) -> None:
     assert done.returncode == 0 and out.read_text().startswith("digraph")
 
 
-def test_cli_errors_are_one_line(store_dir: Path, tmp_path: Path) -> None:
+def test_cli_errors_are_one_line(
+    store_dir: Path, tmp_path: Path, run_cli: Callable[..., CliResult]
+) -> None:
     with EmbeddedStore.open(store_dir) as embedded:
         load_sample(embedded, "demo-2")
     cases = {

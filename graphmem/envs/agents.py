@@ -149,6 +149,13 @@ class Explorer:
             return self._choose(f"open door to {direction}", why)
         return None
 
+    def _go_to_room(self, room: str | None, why: str) -> Decision | None:
+        """A step toward known room ``room`` (None when there already, or no known route)."""
+        if not room or room == self.room:
+            return None
+        direction = self._path_to(room)
+        return self._go(direction, why) if direction else None
+
     def _explore_rooms(self) -> Decision | None:
         direction = self._path_to(None)
         return self._go(direction, "explore: head for an unvisited room") if direction else None
@@ -235,10 +242,15 @@ class TwcExplorer(Explorer):
                 return self._choose(f"open {target}", f"open {target} to put {item} there")
         for item, target in known:
             room = self.receptacle_room.get(target)
-            if room and room != self.room and (d := self._path_to(room)):
-                if go := self._go(d, f"go to the {room}: {item} belongs in {target}"):
-                    return go
-        unknown = [i for i in held if not k.targets(i)]
+            if go := self._go_to_room(room, f"go to the {room}: {item} belongs in {target}"):
+                return go
+        # Items whose remembered places this house lacks (all rooms seen) are tried blind too.
+        rooms_left = self._path_to(None) is not None
+        unknown = [
+            i
+            for i in held
+            if not any(t in self.receptacle_room or rooms_left for t in k.targets(i))
+        ]
         for item in unknown:
             for action in sorted(self.valid):
                 put = re.match(r"put (.+?) in (.+)$", action)
@@ -371,17 +383,17 @@ class CookingExplorer(Explorer):
             if f"cook {item} in {device}" in self.valid:
                 return self._choose(f"cook {item} in {device}", thought)
             room = self.devices.get(device)
-            if room and room != self.room and (d := self._path_to(room)):
-                if go := self._go(d, f"go to the {room} to {verb} the {item}"):
-                    return go
+            if go := self._go_to_room(room, f"go to the {room} to {verb} the {item}"):
+                return go
         if [(v, i) for v, i in pending if v != "prepare"] == [] and all(
             i in held for i in self.ingredients
         ):
             if "prepare meal" in self.valid:
                 return self._choose("prepare meal", "all directions done: prepare the meal")
-            if (room := self.devices.get("stove")) and (d := self._path_to(room)):
-                if go := self._go(d, "go back to the kitchen to prepare the meal"):
-                    return go
+            if go := self._go_to_room(
+                self.devices.get("stove"), "go back to the kitchen to prepare the meal"
+            ):
+                return go
         missing = [i for i in self.ingredients if i not in held]
         return self._explore_for(missing) or self._novel()
 
@@ -391,9 +403,8 @@ class CookingExplorer(Explorer):
                 if f"open {place}" in self.valid and not self.tried[(self.room, f"open {place}")]:
                     return self._choose(f"open {place}", f"memory: {item} is found in {place}")
                 room = place if place in self.exits else self.containers.get(place)
-                if room and room != self.room and (d := self._path_to(room)):
-                    if go := self._go(d, f"memory: {item} is found in the {place}"):
-                        return go
+                if go := self._go_to_room(room, f"memory: {item} is found in the {place}"):
+                    return go
         for container in sorted(c for c, r in self.containers.items() if r == self.room):
             action = f"open {container}"
             if action in self.valid and not self.tried[(self.room, action)]:

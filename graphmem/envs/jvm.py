@@ -98,14 +98,14 @@ def has_java17() -> bool:
 def launching_with_java(module: ModuleType, java: str) -> Iterator[None]:
     """While inside, ``module.launch_gateway`` starts the JVM with the binary ``java``."""
     with _LAUNCH_LOCK:
-        original = module.launch_gateway
+        original = getattr(module, "launch_gateway")  # noqa: B009 - untyped third-party module
 
         def launch(*args: Any, **kwargs: Any) -> Any:
             kwargs["java_path"] = java
             return original(*args, **kwargs)
 
-        module.launch_gateway = launch
+        setattr(module, "launch_gateway", launch)  # noqa: B010
         try:
             yield
         finally:
-            module.launch_gateway = original
+            setattr(module, "launch_gateway", original)  # noqa: B010

@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 FOLDS = ("train", "dev", "test")
 _AMBIGUOUS = "Ambiguous request"
 _TOKEN = re.compile(r"[A-Za-z0-9.\-']+")
-_STOP = frozenset("a an the of to in on is it if and or your task first then".split())
+_STOP = frozenset(
+    ["a", "an", "the", "of", "to", "in", "on", "is", "it", "if", "and", "or", "your", "task"]
+)
 
 
 class ScienceWorldEnv:
@@ -193,15 +195,19 @@ def gold_trajectory(env: ScienceWorldEnv, variation: int, fold: str = "train") -
     Observations are the simulator's replies, so the trajectory is what an agent would have
     seen; ``success`` is what actually happened (gold paths occasionally fall short).
     """
-    obs = env.reset(variation, fold)
-    task = obs.task
-    steps: list[TrajectoryStep] = []
-    result: StepResult | None = None
-    for action in env.gold_path():
-        result = env.step(action)
-        steps.append(TrajectoryStep(action=action, observation=result.observation.text[:2000]))
-        if result.done:
-            break
+    listing, env.list_valid_actions = env.list_valid_actions, False  # not needed; costly
+    try:
+        obs = env.reset(variation, fold)
+        task = obs.task
+        steps: list[TrajectoryStep] = []
+        result: StepResult | None = None
+        for action in env.gold_path():
+            result = env.step(action)
+            steps.append(TrajectoryStep(action=action, observation=result.observation.text[:2000]))
+            if result.done:
+                break
+    finally:
+        env.list_valid_actions = listing
     final = result.observation if result else obs
     return Trajectory(
         task=task,
@@ -254,13 +260,48 @@ def adapt_actions(actions: Sequence[str], subs: Mapping[str, str]) -> list[str]:
     return [pattern.sub(lambda m: subs[m.group(1)], a) for a in actions]
 
 
+_ROOM_NAME = re.compile(r"This (?:room|outside location) is called the ([^.]+)\.")
+_MOVED = re.compile(r"You move (?:through the door )?to the ([^.]+)\.")
+_DOOR = re.compile(r"door to the ([^(\n]+?) \(that is (open|closed)\)")
+_UNKNOWN = "No known action matches"
+
+
+_OBJECT_VERBS = re.compile(
+    r"^(?:pick up|focus on|move|use|open|activate|read|eat) (.+?)"
+    r"(?: in inventory)?(?: (?:to|on|in) .*)?$"
+)
+
+
+def _object_of(action: str) -> str | None:
+    """The object an action acts on (``pick up X`` / ``focus on X in inventory`` -> X)."""
+    if action.startswith(("open door", "go to", "look")):
+        return None
+    m = _OBJECT_VERBS.match(action)
+    return m.group(1).strip() if m else None
+
+
+def room_edges(actions: Sequence[str]) -> set[tuple[str, str]]:
+    """Room adjacencies a procedure reveals: consecutive ``go to A`` ... ``go to B`` moves."""
+    edges: set[tuple[str, str]] = set()
+    room: str | None = None
+    for action in actions:
+        if action.startswith("go to "):
+            nxt = action[6:].strip()
+            if room and room != nxt:
+                edges |= {(room, nxt), (nxt, room)}
+            room = nxt
+    return edges
+
+
 class ReplayAdapter:
     """Replay a remembered ScienceWorld procedure on a new variation, adapting it.
 
     ``begin(task, hints)`` takes hints of the form ``"TASK DESCRIPTION :: a1; a2; ..."`` (or
-    plain ``"a1; a2"``); the nearest one is adapted (:func:`substitutions`) and replayed, invalid
-    actions skipped. Without hints, or when the replay runs out, it explores: focus on what the
-    task names, then the least-tried valid non-focus action (a wrong focus ends the task).
+    plain ``"a1; a2"``); the nearest one is adapted (:func:`substitutions`) and replayed:
+    ``open door to X`` / ``go to X`` become "walk to room X" over the room map learned from
+    all hints and from the doors seen so far (variations start in different rooms), a focus on
+    something not in sight is skipped (a wrong focus fails the task), and actions the simulator
+    does not know are passed over. Without hints, or when the replay runs out, it explores.
     """
 
     name = "sw-replay"
@@ -276,45 +317,148 @@ class ReplayAdapter:
             seq = [a.strip() for a in (actions if sep else desc).split(";") if a.strip()]
             if seq:
                 procedures[desc.strip() if sep else f"procedure {len(procedures)}"] = seq
+        self.edges: set[tuple[str, str]] = set()
+        for seq in procedures.values():
+            self.edges |= room_edges(seq)
         best = max(procedures, key=lambda d: similarity(task, d), default=None)
-        plan = procedures.get(best, []) if best else []
-        self.plan = adapt_actions(plan, substitutions(best, task)) if best else []
+        plan = procedures[best] if best else []
+        adapted = adapt_actions(plan, substitutions(best, task)) if best else []
+        # Door openings are redone by the navigator, whatever room the variation starts in.
+        self.plan = [a for a in adapted if not a.startswith("open door to ")]
         self.tried: Counter[str] = Counter()
         self.focused: set[str] = set()
-        self.last_text = ""
+        self.room = ""
+        self.seen = ""
+        self.closed: set[str] = set()
+        self.visited: set[str] = set()
+        self.last_action = ""
         self.targets = [
             m.strip() for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if m.strip()
         ]
 
+    def _observe(self, text: str) -> None:
+        if m := _ROOM_NAME.search(text):
+            self.room = m.group(1).strip()
+            self.seen = text
+            for door, state in _DOOR.findall(text):
+                self.edges |= {(self.room, door.strip()), (door.strip(), self.room)}
+                if state == "closed":
+                    self.closed.add(door.strip())
+                else:
+                    self.closed.discard(door.strip())
+        elif m := _MOVED.search(text):
+            self.room = m.group(1).strip()
+            self.seen = ""
+        if self.room:
+            self.visited.add(self.room)
+
+    def _hop(self, goal: str) -> str | None:
+        """Next room on the shortest known route to ``goal``."""
+        frontier, parent = [self.room], {self.room: self.room}
+        while frontier:
+            nxt: list[str] = []
+            for room in frontier:
+                for a, b in sorted(self.edges):
+                    if a == room and b not in parent:
+                        parent[b] = room
+                        nxt.append(b)
+            frontier = nxt
+        if goal not in parent:
+            return None
+        while parent[goal] != self.room:
+            goal = parent[goal]
+        return goal
+
+    def _walk(self, goal: str) -> Decision | None:
+        hop = self._hop(goal)
+        if hop is None:
+            # No known route: head for the nearest room not yet visited; its doors extend the map.
+            unvisited = [r for r in sorted({b for _, b in self.edges}) if r not in self.visited]
+            hops = [h for r in unvisited if (h := self._hop(r))]
+            if not hops:
+                return None
+            hop = hops[0]
+        if hop in self.closed:
+            self.closed.discard(hop)
+            return self._choose(f"open door to {hop}", f"walk to the {goal}: open the door")
+        return self._choose(f"go to {hop}", f"walk to the {goal}")
+
+    def _in_sight(self, thing: str, inventory: str) -> bool:
+        return thing in self.seen or thing in inventory
+
+    def _search(self) -> Decision | None:
+        if not self.seen:
+            return self._choose("look around", "search: look")
+        unvisited = sorted({b for _, b in self.edges} - self.visited)
+        for room in unvisited:
+            if step := self._walk(room):
+                return step
+        return None
+
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
-        valid = set(valid_actions)
+        self._observe(observation)
         if _AMBIGUOUS in observation:
             answer = self.plan.pop(0) if self.plan and self.plan[0].isdigit() else "0"
             return Decision(answer, "answer the disambiguation prompt")
         while self.plan:
-            action = self.plan.pop(0)
-            if action in valid or action.startswith(("wait", "look around")):
-                return self._choose(action, f"replay adapted step: {action}")
+            action = self.plan[0]
+            if action.startswith("go to "):
+                goal = action[6:].strip()
+                if goal == self.room:
+                    self.plan.pop(0)
+                    if not self.seen:
+                        return self._choose("look around", f"arrived in the {goal}: look")
+                    continue
+                if not self.seen:
+                    return self._choose("look around", "look for doors before walking")
+                if self.tried[f"walk {goal}"] < 30 and (step := self._walk(goal)):
+                    self.tried[f"walk {goal}"] += 1
+                    return step
+                self.plan.pop(0)
+                continue
+            if action == "look around" and self.last_action == "look around":
+                self.plan.pop(0)
+                continue
+            thing = _object_of(action)
+            if thing and not self._in_sight(thing, inventory):
+                # Not here: search unvisited rooms for it for a while, else skip the step
+                # (a focus on something absent would fail the task).
+                if self.tried[f"search {thing}"] < 10 and (step := self._search()):
+                    self.tried[f"search {thing}"] += 1
+                    return step
+                self.plan.pop(0)
+                continue
+            self.plan.pop(0)
+            if action.isdigit():
+                continue
+            return self._choose(action, f"replay adapted step: {action}")
+        return self._explore(set(valid_actions), inventory)
+
+    def _explore(self, valid: set[str], inventory: str) -> Decision:
+        if not self.seen:
+            return self._choose("look around", "explore: look")
         for target in self.targets:
             action = f"focus on {target}"
-            if target not in self.focused and action in valid:
+            if target not in self.focused and self._in_sight(target, inventory):
                 self.focused.add(target)
                 return self._choose(action, f"the task says to focus on the {target}")
+        unvisited = sorted(b for a, b in self.edges if a == self.room and b not in self.visited)
+        if unvisited and (step := self._walk(unvisited[0])):
+            return step
         pool = sorted(a for a in valid if not a.startswith(("focus on", "look at", "read")))
         if not pool:
             return self._choose("look around", "explore: nothing better to do")
         best = min(self.tried[a] for a in pool)
         fresh = [a for a in pool if self.tried[a] == best]
-        # Prefer moving on: doors and rooms first, so exploration covers the house.
-        moves = [a for a in fresh if a.startswith(("go to", "open door"))]
-        return self._choose((moves or fresh)[0], "explore: least-tried action")
+        return self._choose(fresh[0], "explore: least-tried action")
 
     def _choose(self, action: str, thought: str) -> Decision:
         self.tried[action] += 1
+        self.last_action = action
         return Decision(action, thought)
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
-        self.last_text = observation
+        self._observe(observation)
 
 
 def procedure_hint(task_description: str, actions: Sequence[str]) -> str:

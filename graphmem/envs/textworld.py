@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Mapping
 from types import TracebackType
@@ -118,10 +119,9 @@ class TextWorldEnv:
         self.close()
 
     def __del__(self) -> None:
-        try:
+        # At interpreter shutdown the gateway may be half gone; nothing useful to do then.
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: S110 - interpreter shutdown; nothing useful to do
-            pass
 
     # -- episodes ----------------------------------------------------------------------------
 

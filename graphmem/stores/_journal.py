@@ -65,6 +65,7 @@ class Journal:
         self.lock = FileLock(root / "lock", lock_timeout)
         self.generation = -1  # nothing loaded yet
         self.offset = 0  # bytes of the WAL already applied in this process
+        self.snapshot_bytes = 0  # size of the current generation's snapshot files
         self._wal_fd: int | None = None
 
     def _name(self, kind: str, generation: int) -> Path:
@@ -77,6 +78,13 @@ class Journal:
         """Create an empty generation 0 if the directory holds no store yet (exclusive lock)."""
         if (self.root / "CURRENT").exists():
             return
+        leftovers = [
+            p.name for p in self.root.iterdir() if _GEN_FILE.match(p.name) and p.stat().st_size
+        ]
+        if leftovers:
+            # Only a first open that died before writing CURRENT leaves files, and those are
+            # empty; anything else means CURRENT was lost, and starting afresh would hide data.
+            raise StoreError(f"{self.root} holds store files ({leftovers[0]}, ...) but no CURRENT")
         self._create_wal(0)
         self._point_to(0)
 
@@ -103,11 +111,15 @@ class Journal:
 
     def load_snapshot(self, generation: int) -> tuple[dict[str, Any], Vector] | None:
         path = self._name("snapshot", generation)
+        self.snapshot_bytes = 0
         if not path.exists():
             return None
         try:
-            record = json.loads(path.read_bytes())
-            matrix = np.load(self._name("vectors", generation), allow_pickle=False)
+            body = path.read_bytes()
+            record = json.loads(body)
+            vectors = self._name("vectors", generation)
+            matrix = np.load(vectors, allow_pickle=False)
+            self.snapshot_bytes = len(body) + vectors.stat().st_size
         except (OSError, ValueError) as e:
             raise StoreError(f"cannot read snapshot {path}: {e}") from e
         return record, np.asarray(matrix, dtype=np.float32)
@@ -127,6 +139,7 @@ class Journal:
         self._create_wal(generation)
         self._point_to(generation)
         self.open_wal(generation)
+        self.snapshot_bytes = len(body) + vectors.stat().st_size
         self.remove_stale()
 
     def remove_stale(self) -> None:

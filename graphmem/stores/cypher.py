@@ -51,9 +51,9 @@ RETURN g.dimension AS dimension, g.schema_version AS version
 META_FIX_DIMENSION: Final = """
 MERGE (g:GraphmemMeta {name: $name})
 ON CREATE SET g.created_at = datetime()
-WITH g, g.dimension AS before
-SET g.dimension = coalesce(before, $dimension)
-RETURN before, g.dimension AS dimension
+WITH g
+FOREACH (_ IN CASE WHEN g.dimension IS NULL THEN [1] ELSE [] END | SET g.dimension = $dimension)
+RETURN g.dimension AS dimension
 """
 
 VECTOR_INDEX_INFO: Final = """

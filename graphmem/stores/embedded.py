@@ -8,10 +8,11 @@
 
 Persistence. Every committed call appends one JSON line (its effects, see ``_state``) to a
 write-ahead log and fsyncs it before returning, so an acknowledged write survives ``kill -9``
-or a power cut. When the log passes ``compact_bytes`` (or on :meth:`EmbeddedStore.compact`) the
-state is written as a snapshot of the next generation (temp file, fsync, atomic rename, then the
-``CURRENT`` pointer; see ``_journal``). Opening loads the snapshot and replays the log; a torn
-last line (a writer killed mid-append, never acknowledged) is cut off.
+or a power cut. When the log outgrows both ``compact_bytes`` and the last snapshot (or on
+:meth:`EmbeddedStore.compact`) the state is written as a snapshot of the next generation (temp
+file, fsync, atomic rename, then the ``CURRENT`` pointer; see ``_journal``). Opening loads the
+snapshot and replays the log; a torn last line (a writer killed mid-append, never acknowledged)
+is cut off.
 
 Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
 ``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
@@ -205,12 +206,22 @@ class EmbeddedStore(MemoryStore):
         if self._journal is not None:
             self._journal.append(line)
         self._state.apply(change)
-        if self._journal is not None and self._journal.offset > self._compact_bytes:
+        if self._should_compact():
             try:
                 self._compact_locked()
             except (OSError, StoreError) as e:
                 # The write itself is durable; compaction simply runs again on a later write.
                 log.warning("compacting %s failed: %s", self.path, e)
+
+    def _should_compact(self) -> bool:
+        # Only once the log also outgrows the snapshot: rewriting a large snapshot after every
+        # few small writes would make writing quadratic.
+        journal = self._journal
+        return (
+            journal is not None
+            and journal.offset > self._compact_bytes
+            and journal.offset > journal.snapshot_bytes
+        )
 
     def compact(self) -> None:
         """Fold the write-ahead log into a fresh snapshot now."""

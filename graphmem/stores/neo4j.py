@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import neo4j
-import numpy as np
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
 
 from graphmem.errors import (
@@ -45,6 +44,8 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.stores import cypher
+from graphmem.stores import neo4j_recall as recall
+from graphmem.stores import neo4j_rows as mapping
 from graphmem.stores.base import (
     ABOUT_KINDS,
     OWNED_BY,
@@ -61,10 +62,6 @@ T = TypeVar("T")
 
 PAGE_SIZE = 1000
 """Rows per read transaction when iterating over the whole graph."""
-MIN_CANDIDATES = 32
-MAX_INDEX_CANDIDATES = 8192
-"""Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
-RESERVED_EDGE_PROPS = frozenset({"created_at"})
 
 
 class Neo4jStore(MemoryStore):
@@ -190,14 +187,17 @@ class Neo4jStore(MemoryStore):
                 raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
         if not nodes and not edges:
             return
-        dims = _call_dimension(nodes)
-        if dims is not None and self.dimension is not None and dims != self._dimension:
-            raise DimensionMismatch(self._dimension or 0, dims)
-        by_kind, wanted = _node_rows(nodes)
-        edge_rows = _edge_rows(edges)
+        dims = mapping.call_dimension(nodes)
+        known = self.dimension if dims is not None else None
+        if dims is not None and known is not None and dims != known:
+            raise DimensionMismatch(known, dims)
+        # Only the first vector ever written touches the meta node (no lock on every upsert).
+        fix = dims if dims is not None and known is None else None
+        by_kind, wanted = mapping.node_rows(nodes)
+        edge_rows = mapping.edge_rows(edges)
 
         def work(tx: neo4j.ManagedTransaction) -> int | None:
-            fixed = _fix_dimension(tx, dims) if dims is not None else None
+            fixed = _fix_dimension(tx, fix) if fix is not None else None
             keys = [{"namespace": m.namespace, "id": m.id} for m in nodes]
             if keys:
                 for rec in tx.run(cypher.KINDS_OF, rows=keys):
@@ -234,17 +234,17 @@ class Neo4jStore(MemoryStore):
             found = tx.run(cypher.GET_MANY, namespace=namespace, ids=[memory_id]).single()
             if found is None:
                 raise MemoryNotFound(memory_id, namespace)
-            current = _to_memory(found["props"])
+            current = mapping.to_memory(found["props"])
             data = current.model_dump()
             data.update(changes)
             if "updated_at" not in changes:
                 data["updated_at"] = utcnow()
             new = memory_from_dict(data)
-            dumped = _props(new)
+            dumped = mapping.props(new)
             props = {k: dumped.get(k) for k in [*changes, "updated_at"]}
             record = tx.run(cypher.PATCH, namespace=namespace, id=memory_id, props=props).single()
             assert record is not None
-            return _to_memory(record["props"])
+            return mapping.to_memory(record["props"])
 
         return self._write(work, "patch")
 
@@ -258,7 +258,7 @@ class Neo4jStore(MemoryStore):
         success: bool | None = None,
     ) -> list[AnyMemory]:
         check_namespace(namespace)
-        ids = _check_ids(memory_ids)
+        ids = mapping.check_ids(memory_ids)
         check_alpha_reward(alpha, reward)
         if not ids:
             return []
@@ -279,18 +279,18 @@ class Neo4jStore(MemoryStore):
                 success_inc=inc,
                 now=utcnow().isoformat(),
             )
-            rows = [r["props"] for r in result]
-            for row in rows:
+            changed = [r["props"] for r in result]
+            for row in changed:
                 if not math.isfinite(row["q"]):  # raising rolls the whole update back
                     raise InvalidInput(f"the update would make q of {row['id']!r} non-finite")
-            return {m.id: m for m in map(_to_memory, rows)}
+            return {m.id: m for m in map(mapping.to_memory, changed)}
 
         updated = self._write(work, "utility update")
         return [updated[i] for i in ids]
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         check_namespace(namespace)
-        ids = _check_ids(memory_ids)
+        ids = mapping.check_ids(memory_ids)
         if not ids:
             return []
 
@@ -322,7 +322,7 @@ class Neo4jStore(MemoryStore):
             result = tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)
             return [r["props"] for r in result]
 
-        by_id = {m.id: m for m in map(_to_memory, self._read(work, "read"))}
+        by_id = {m.id: m for m in map(mapping.to_memory, self._read(work, "read"))}
         return [by_id[i] for i in ids if i in by_id]
 
     def edges(
@@ -345,7 +345,7 @@ class Neo4jStore(MemoryStore):
             )
             return [r.data() for r in result]
 
-        found = [_to_edge(namespace, row) for row in self._read(work, "edge read")]
+        found = [mapping.to_edge(namespace, row) for row in self._read(work, "edge read")]
         unique = {e.key: e for e in found}
         return sorted(unique.values(), key=lambda e: (e.created_at, e.kind.value, e.src, e.dst))
 
@@ -361,13 +361,8 @@ class Neo4jStore(MemoryStore):
     ) -> list[Recall]:
         """Top-k memories of the namespace by cosine similarity, best first.
 
-        The vector index is shared by every namespace, so it is asked for more candidates
-        than k (at least 4k) and the namespace/kind/obsolete filter is applied to what it
-        returns; while fewer than k survive, the candidate count grows fourfold. If the index
-        runs dry or a namespace is crowded out past ``MAX_INDEX_CANDIDATES``, or the index is
-        missing (schema not applied), an exact cosine scan of the namespace alone answers
-        instead. Either way the final ranking and the reported ``sim`` are exact float64
-        cosines computed here, not the index's approximate, [0, 1]-rescaled scores.
+        Through the shared vector index, over-fetching until k survive the namespace filter,
+        else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j_recall`.
         """
         check_namespace(namespace)
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
@@ -388,27 +383,9 @@ class Neo4jStore(MemoryStore):
         }
 
         def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
-            if use_index:
-                candidates = max(4 * k, MIN_CANDIDATES)
-                while True:
-                    record = tx.run(
-                        cypher.RECALL_INDEX,
-                        index=cypher.VECTOR_INDEX,
-                        candidates=candidates,
-                        **params,
-                    ).single()
-                    assert record is not None
-                    kept: list[dict[str, Any]] = record["kept"]
-                    if len(kept) >= k:
-                        return kept
-                    if record["raw"] < candidates or candidates >= MAX_INDEX_CANDIDATES:
-                        break
-                    candidates *= 4
-            result = tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=4 * k, **params)
-            return [r["props"] for r in result]
+            return recall.candidates(tx, params, k, dimension, use_index=use_index)
 
-        rows = self._read(work, "recall")
-        return _rank(rows, query, k, min_sim)
+        return recall.rank(self._read(work, "recall"), query, k, min_sim)
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
         check_namespace(namespace)
@@ -423,7 +400,7 @@ class Neo4jStore(MemoryStore):
             return None if record is None else dict(record["props"])
 
         found = self._read(work, "hash lookup")
-        return None if found is None else _to_memory(found)
+        return None if found is None else mapping.to_memory(found)
 
     def iter_nodes(
         self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
@@ -444,7 +421,7 @@ class Neo4jStore(MemoryStore):
             def work(tx: neo4j.ManagedTransaction, p: dict[str, Any] = params) -> list[Any]:
                 return [r["props"] for r in tx.run(cypher.ITER_NODES, p)]
 
-            page = [_to_memory(p) for p in self._read(work, "node scan")]
+            page = [mapping.to_memory(p) for p in self._read(work, "node scan")]
             yield from page
             if len(page) < PAGE_SIZE:
                 return
@@ -463,7 +440,7 @@ class Neo4jStore(MemoryStore):
 
             page = self._read(work, "edge scan")
             for row in page:
-                yield _to_edge(row["namespace"], row)
+                yield mapping.to_edge(row["namespace"], row)
             if len(page) < PAGE_SIZE:
                 return
             skip += PAGE_SIZE
@@ -488,14 +465,7 @@ class Neo4jStore(MemoryStore):
         if self._index_ready:
             return True
 
-        def work(tx: neo4j.ManagedTransaction) -> tuple[str, int | None] | None:
-            record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
-            if record is None:
-                return None
-            dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
-            return str(record["state"]), None if dims is None else int(dims)
-
-        info = self._read(work, "index lookup")
+        info = self._read(recall.index_state, "index lookup")
         if info is None or info[0] != "ONLINE" or info[1] != dimension:
             log.warning(
                 "vector index %r is missing, not online or not %d-dim: recall scans exactly "
@@ -536,85 +506,6 @@ def _fix_dimension(tx: neo4j.ManagedTransaction, dimension: int) -> int:
     return stored
 
 
-def _check_ids(memory_ids: Sequence[str]) -> list[str]:
-    """Validated ids, duplicates dropped, order kept."""
-    if isinstance(memory_ids, str):
-        raise InvalidInput("expected a sequence of memory ids, not one string")
-    return list(dict.fromkeys(check_id(i) for i in memory_ids))
-
-
-def _call_dimension(nodes: Sequence[AnyMemory]) -> int | None:
-    """The one embedding dimension used in a call (mixed dimensions are rejected)."""
-    dims = {len(m.embedding) for m in nodes if m.embedding is not None}
-    if len(dims) > 1:
-        first, *rest = sorted(dims)
-        raise DimensionMismatch(first, rest[0], where="call")
-    return dims.pop() if dims else None
-
-
-def _props(memory: AnyMemory) -> dict[str, Any]:
-    """A memory as flat Neo4j properties: its JSON form without nulls (Neo4j stores no null)."""
-    return {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
-
-
-def _node_rows(
-    nodes: Sequence[AnyMemory],
-) -> tuple[dict[MemoryKind, list[dict[str, Any]]], dict[tuple[str, str], str]]:
-    """Rows per kind for UNWIND, and the kind the call writes for each (namespace, id)."""
-    kinds: dict[tuple[str, str], str] = {}
-    out: dict[MemoryKind, list[dict[str, Any]]] = {}
-    for memory in nodes:
-        key = (memory.namespace, memory.id)
-        if kinds.setdefault(key, memory.kind) != memory.kind:
-            raise InvalidInput(
-                f"memory {memory.id!r} appears twice in one call with kinds "
-                f"{kinds[key]} and {memory.kind}"
-            )
-        kind = MemoryKind(memory.kind)
-        out.setdefault(kind, []).append(
-            {"namespace": memory.namespace, "id": memory.id, "props": _props(memory)}
-        )
-    return out, kinds
-
-
-def _edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
-    out: dict[EdgeKind, list[dict[str, Any]]] = {}
-    for edge in edges:
-        reserved = RESERVED_EDGE_PROPS & set(edge.props)
-        if reserved:
-            raise InvalidInput(f"edge property name {sorted(reserved)[0]!r} is reserved")
-        props = {k: v for k, v in edge.props.items() if v is not None}
-        out.setdefault(edge.kind, []).append(
-            {
-                "namespace": edge.namespace,
-                "src": edge.src,
-                "dst": edge.dst,
-                "props": props,
-                "created_at": edge.created_at.isoformat(),
-            }
-        )
-    return out
-
-
-def _to_memory(props: Any) -> AnyMemory:
-    return memory_from_dict(dict(props))
-
-
-def _to_edge(namespace: str, row: dict[str, Any]) -> Edge:
-    props = dict(row["props"])
-    created_at = props.pop("created_at", None)
-    data: dict[str, Any] = {
-        "namespace": namespace,
-        "kind": row["kind"],
-        "src": row["src"],
-        "dst": row["dst"],
-        "props": props,
-    }
-    if created_at is not None:
-        data["created_at"] = created_at
-    return Edge(**data)
-
-
 def _orphan_candidates(
     tx: neo4j.ManagedTransaction, namespace: str, ids: list[str]
 ) -> dict[MemoryKind, list[str]]:
@@ -649,26 +540,3 @@ def _orphans(
         for query in queries:
             out.extend(r["id"] for r in tx.run(query, namespace=namespace, ids=ids))
     return list(dict.fromkeys(out))
-
-
-def _rank(
-    rows: list[dict[str, Any]], query: list[float], k: int, min_sim: float | None
-) -> list[Recall]:
-    """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
-    if not rows:
-        return []
-    unique = {(r["namespace"], r["id"]): r for r in rows}
-    memories = [_to_memory(r) for r in unique.values()]
-    matrix = np.array([m.embedding for m in memories], dtype=np.float64)
-    q = np.asarray(query, dtype=np.float64)
-    sims = matrix @ q / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
-    order = sorted(range(len(memories)), key=lambda i: (-sims[i], memories[i].id))
-    out = []
-    for i in order:
-        sim = float(sims[i])
-        if min_sim is not None and sim < min_sim:
-            break
-        out.append(Recall(memory=memories[i], sim=sim))
-        if len(out) == k:
-            break
-    return out

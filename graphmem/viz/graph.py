@@ -7,8 +7,8 @@ colour and shape encode the memory's kind; obsolete memories are drawn dashed.
 
 >>> from graphmem.models import Task
 >>> node = node_for(Task(namespace="demo", text="Boil an egg", key="boil egg", q=0.9), level=0)
->>> node.caption.splitlines()[0], node.fill != ""
-('TASK', True)
+>>> node.caption.splitlines()[0], node.border
+('TASK', '#1f4e79')
 """
 
 from __future__ import annotations
@@ -152,14 +152,14 @@ class Subgraph:
             return False
         for drawn in self.edges:
             if drawn.src == edge.src and drawn.dst == edge.dst:
-                if edge.kind in drawn.kinds:
+                if edge.kind.value in drawn.kinds:
                     return False
-                drawn.also.append(edge.kind)
+                drawn.also.append(edge.kind.value)
                 drawn.label += "\n" + edge_label(edge)
                 drawn.props.update({k: v for k, v in edge.props.items() if k not in drawn.props})
                 return True
         label = edge_label(edge)
-        self.edges.append(VizEdge(edge.src, edge.dst, edge.kind, label, dict(edge.props)))
+        self.edges.append(VizEdge(edge.src, edge.dst, edge.kind.value, label, dict(edge.props)))
         return True
 
     def finish(self) -> Subgraph:

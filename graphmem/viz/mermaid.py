@@ -4,9 +4,8 @@ Node ids are replaced by short stable names (``n0``, ``n1``…), labels are quot
 character Mermaid treats specially written as an entity, so memory text cannot break the chart.
 
 >>> from graphmem.viz.graph import Subgraph
->>> print(to_mermaid(Subgraph(title="empty", namespace="demo", root_id="x", view="task")))
-flowchart LR
-%% empty
+>>> to_mermaid(Subgraph(title="empty", namespace="demo", root_id="x", view="task")).splitlines()
+['flowchart LR', '%% empty']
 """
 
 from __future__ import annotations

@@ -1,0 +1,576 @@
+"""Speed and scale: retrieval latency, ingest throughput and memory of graphmem's two stores,
+side by side with baselines in the same process, on the same data and the same vectors.
+
+    python -m bench.speed                          # 1k / 10k / 100k; Neo4j too if configured
+    python -m bench.speed --sizes 1000,10000 --no-neo4j
+    GRAPHMEM_NEO4J_URI=bolt://127.0.0.1:7687 python -m bench.speed --profile
+
+Systems: numpy brute-force top-k; graphmem's embedded store (phase-A ``recall`` and two-phase
+``retrieve``); LangGraph's ``InMemoryStore`` with a vector index; on Neo4j graphmem's store
+(recall and two-phase) and neo4j-graphrag's ``VectorRetriever`` over the same vector index.
+
+Data: Procedures with 384-dim unit vectors drawn around N/100 topic centres (a clustered
+synthetic corpus, generated before any timing); the stores are grown 1k → 10k → 100k, so each
+is filled once and the ingest rate of a step is the rate of adding that step's memories to what
+is there. Queries are drawn around the same centres. "Excluded" latency feeds precomputed query
+vectors (a lookup embedder for the APIs that take text); "included" latency embeds the query
+text with MiniLM first, as a user would (the corpus vectors are synthetic, so those rankings are
+meaningless, but the work is the same). All cases are timed round-robin, query by query, so a
+busy machine's drift hits every system alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import logging
+import pstats
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench import common
+from bench.common import Case
+from bench.speed_systems import (
+    BATCH,
+    Dataset,
+    EmbeddedSystem,
+    LangGraphSystem,
+    Neo4jSystem,
+    NumpyBrute,
+    Settings,
+    System,
+    make_dataset,
+    procedures,
+)
+
+log = logging.getLogger("bench.speed")
+
+TARGET_EMBEDDED_RATIO = 2.0
+TARGET_EMBEDDED_P95_MS_100K = 5.0
+TARGET_NEO4J_RATIO = 1.2
+TARGET_NEO4J_INGEST = 1000.0
+
+
+# ---- the run --------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    sizes = sorted(set(args.sizes))
+    settings = Settings(k1=args.k1, k2=args.k2, lam=args.lam, budget_s=args.budget_s)
+    result: dict[str, Any] = {
+        "machine": common.machine_info(),
+        "settings": {
+            "sizes": sizes,
+            "queries": args.queries,
+            "included_queries": args.included_queries,
+            "k1": args.k1,
+            "k2": args.k2,
+            "lam": args.lam,
+            "budget_s_per_case": args.budget_s,
+            "batch": BATCH,
+            "dimension": common.DIM,
+        },
+        "latency": [],
+        "included": [],
+        "ingest": [],
+        "e2e_ingest": [],
+        "blas_threads": [],
+        "notes": [],
+    }
+    started = time.perf_counter()
+    neo = None if args.no_neo4j else common.neo4j_settings()
+    if neo is None:
+        result["notes"].append("Neo4j not benchmarked (GRAPHMEM_NEO4J_URI unset or --no-neo4j).")
+    data = make_dataset(sizes[-1], args.queries, args.seed)
+    with tempfile.TemporaryDirectory(prefix="graphmem-bench-") as tmp:
+        systems: list[System] = [NumpyBrute(), EmbeddedSystem(Path(tmp) / "embedded", data)]
+        if not args.no_langgraph:
+            systems.append(LangGraphSystem(data))
+        if neo is not None:
+            neo_system = Neo4jSystem(neo, data)
+            systems.append(neo_system)
+            if neo_system.foreign_memories:
+                result["notes"].append(
+                    f"The Neo4j database held {neo_system.foreign_memories} other memories."
+                )
+        try:
+            done = 0
+            for n in sizes:
+                _grow(systems, data, done, n, result, args)
+                _latency(systems, data, settings, n, result, args)
+                done = n
+            if args.blas_sweep:
+                _blas_sweep(systems, data, settings, sizes[-1], result, args)
+            if args.profile:
+                _profile(systems, data, settings, sizes[-1], args)
+        finally:
+            for system in systems:
+                system.close()
+        if args.e2e_n:
+            _e2e_ingest(data, args, neo, Path(tmp), result)
+    result["runtime_s"] = round(time.perf_counter() - started, 1)
+    result["machine"]["load_avg_at_end"] = [round(x, 2) for x in _loadavg()]
+    return result
+
+
+def _loadavg() -> tuple[float, float, float]:
+    import os
+
+    return os.getloadavg()
+
+
+def _grow(
+    systems: Sequence[System],
+    data: Dataset,
+    lo: int,
+    hi: int,
+    result: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    for system in systems:
+        log.info("adding memories %d..%d to %s", lo, hi, system.label)
+        with common.PeakRSS() as rss:
+            seconds = system.add(data, lo, hi)
+        row = {"system": system.label, "n": hi, "added": hi - lo, "peak_rss_mib": rss.peak_mib}
+        if system.ingest_label is not None:
+            row["seconds"] = round(seconds, 3)
+            row["per_s"] = round((hi - lo) / seconds, 1) if seconds > 0 else None
+        result["ingest"].append(row)
+
+
+def _latency(
+    systems: Sequence[System],
+    data: Dataset,
+    settings: Settings,
+    n: int,
+    result: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    for key, count, make in (
+        ("latency", args.queries, lambda s: s.cases(data, settings)),
+        ("included", args.included_queries, lambda s: s.included(data, settings)),
+    ):
+        if count <= 0:
+            continue
+        cases = [
+            Case(name, fn, max_queries=count, budget_s=settings.budget_s)
+            for system in systems
+            for name, fn in make(system)
+        ]
+        bar = common.progress_bar(count, f"{key} @ {n:,}", enabled=not args.quiet)
+        with bar, warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # neo4j-graphrag's per call
+            common.time_round_robin(cases, count, warmup=args.warmup, progress=bar)
+        for case in cases:
+            result[key].append({"n": n, "case": case.name, **common.percentiles(case.samples_ms)})
+
+
+def _blas_sweep(
+    systems: Sequence[System],
+    data: Dataset,
+    settings: Settings,
+    n: int,
+    result: dict[str, Any],
+    args: argparse.Namespace,
+) -> None:
+    """Latency with the BLAS as configured vs limited to one thread, in alternating chunks."""
+    from threadpoolctl import ThreadpoolController
+
+    controller = ThreadpoolController()
+    picked = [s for s in systems if isinstance(s, NumpyBrute | EmbeddedSystem)]
+    as_is = [Case(n_, f, args.queries) for s in picked for n_, f in s.cases(data, settings)]
+    single = [Case(n_, f, args.queries) for s in picked for n_, f in s.cases(data, settings)]
+    chunk = 20
+    bar = common.progress_bar(args.queries, f"BLAS threads @ {n:,}", enabled=not args.quiet)
+    with bar:
+        for start in range(0, args.queries, chunk):
+            stop = min(args.queries, start + chunk)
+            for group, limit in ((as_is, None), (single, 1)):
+                if limit is None:
+                    _run_chunk(group, start, stop)
+                else:
+                    with controller.limit(limits=limit, user_api="blas"):
+                        _run_chunk(group, start, stop)
+            bar.update(stop - start)
+    threads = [lib.get("num_threads") for lib in common.blas_info()]
+    for label, group in ((f"as configured ({threads})", as_is), ("1 thread", single)):
+        for case in group:
+            result["blas_threads"].append(
+                {"n": n, "blas": label, "case": case.name, **common.percentiles(case.samples_ms)}
+            )
+
+
+def _run_chunk(cases: Sequence[Case], start: int, stop: int) -> None:
+    for i in range(start, stop):
+        for case in cases:
+            t0 = time.perf_counter()
+            case.fn(i)
+            case.samples_ms.append((time.perf_counter() - t0) * 1000)
+
+
+def _profile(
+    systems: Sequence[System],
+    data: Dataset,
+    settings: Settings,
+    n: int,
+    args: argparse.Namespace,
+) -> None:
+    """cProfile of each graphmem two-phase case at the largest N, written next to the results."""
+    out: list[str] = []
+    for system in systems:
+        for name, fn in system.cases(data, settings):
+            if "two-phase" not in name:
+                continue
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for i in range(min(args.queries, 100)):
+                fn(i)
+            profiler.disable()
+            text = io.StringIO()
+            pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(25)
+            out.append(f"==== {name} at N={n:,} (100 queries, sorted by own time) ====\n")
+            out.append(text.getvalue())
+    path = args.out / f"{args.prefix}_profile.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(out), encoding="utf-8")
+
+
+def _e2e_ingest(
+    data: Dataset,
+    args: argparse.Namespace,
+    neo: common.Neo4jSettings | None,
+    tmp: Path,
+    result: dict[str, Any],
+) -> None:
+    """Ingest with MiniLM embedding included: batched, and one ``add_note`` at a time."""
+    from graphmem import GraphMemory
+    from graphmem.stores.embedded import EmbeddedStore
+
+    model = common.minilm()
+    n = min(args.e2e_n, len(data.texts))
+    texts = data.texts[:n]
+    notes = texts[: min(n, args.e2e_notes)]
+
+    def record(system: str, how: str, count: int, seconds: float) -> None:
+        result["e2e_ingest"].append(
+            {
+                "system": system,
+                "how": how,
+                "n": count,
+                "seconds": round(seconds, 3),
+                "per_s": round(count / seconds, 1),
+            }
+        )
+
+    t0 = time.perf_counter()
+    NumpyBrute().matrix = model.embed(texts)
+    record("numpy brute-force top-k", f"MiniLM embed (batch {BATCH}) + array", n, _since(t0))
+
+    if not args.no_langgraph:
+        from langgraph.store.base import PutOp
+        from langgraph.store.memory import InMemoryStore
+
+        def embed(batch: Sequence[str]) -> list[list[float]]:
+            return [[float(x) for x in row] for row in model.embed(list(batch))]
+
+        lg = InMemoryStore(index={"dims": common.DIM, "embed": embed, "fields": ["task"]})
+        t0 = time.perf_counter()
+        for start in range(0, n, BATCH):
+            lg.batch(
+                [
+                    PutOp(("e2e",), f"m{i}", {"task": texts[i]})
+                    for i in range(start, min(n, start + BATCH))
+                ]
+            )
+        record("langgraph InMemoryStore", f"batch put of {BATCH} (MiniLM embed fn)", n, _since(t0))
+
+    holders: list[tuple[str, Any]] = [("graphmem embedded", EmbeddedStore.open(tmp / "e2e"))]
+    if neo is not None:
+        holders.append(("graphmem neo4j", Neo4jSystem(neo, data)))
+    for label, holder in holders:
+        neo_system = holder if isinstance(holder, Neo4jSystem) else None
+        store = holder.store if neo_system is not None else holder
+        namespace = neo_system.namespace if neo_system is not None else "e2e"
+        if neo_system is not None:
+            neo_system.extra_namespaces.append(namespace + "-notes")
+        try:
+            mem = GraphMemory(store, embedder=model)
+            t0 = time.perf_counter()
+            for start in range(0, n, BATCH):
+                chunk = texts[start : start + BATCH]
+                vectors = mem.embed_many(chunk)
+                store.upsert(procedures(data, namespace, start, start + len(chunk), vectors))
+            record(label, f"embed_many + upsert (batch {BATCH})", n, _since(t0))
+            t0 = time.perf_counter()
+            for text in notes:
+                mem.add_note(namespace + "-notes", text)
+            record(label, "add_note one at a time (offline fields)", len(notes), _since(t0))
+        finally:
+            holder.close()
+
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
+
+
+# ---- targets, tables, plots -----------------------------------------------------------------
+
+
+def _p95(rows: Sequence[dict[str, Any]], n: int, prefix: str) -> float | None:
+    for row in rows:
+        if row["n"] == n and row["case"].startswith(prefix):
+            return float(row["p95_ms"])
+    return None
+
+
+def check_targets(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The issue's targets, each with the measured value and whether it was met."""
+    lat = result["latency"]
+    sizes = result["settings"]["sizes"]
+    lam = result["settings"]["lam"]
+    out: list[dict[str, Any]] = []
+    for n in sizes:
+        emb = _p95(lat, n, f"graphmem embedded: two-phase λ={lam}")
+        base = _p95(lat, n, "numpy brute-force")
+        if emb is not None and base:
+            out.append(
+                {
+                    "target": f"embedded two-phase p95 ≤ {TARGET_EMBEDDED_RATIO}× numpy p95",
+                    "n": n,
+                    "value": f"{emb:.2f} ms vs {base:.2f} ms = {emb / base:.2f}×",
+                    "met": emb <= TARGET_EMBEDDED_RATIO * base,
+                }
+            )
+        if n == 100_000 and emb is not None:
+            out.append(
+                {
+                    "target": f"embedded two-phase p95 ≤ {TARGET_EMBEDDED_P95_MS_100K} ms",
+                    "n": n,
+                    "value": f"{emb:.2f} ms",
+                    "met": emb <= TARGET_EMBEDDED_P95_MS_100K,
+                }
+            )
+        neo = _p95(lat, n, f"graphmem neo4j: two-phase λ={lam}")
+        rag = _p95(lat, n, "neo4j-graphrag")
+        if neo is not None and rag:
+            out.append(
+                {
+                    "target": f"neo4j two-phase p95 ≤ {TARGET_NEO4J_RATIO}× neo4j-graphrag p95",
+                    "n": n,
+                    "value": f"{neo:.2f} ms vs {rag:.2f} ms = {neo / rag:.2f}×",
+                    "met": neo <= TARGET_NEO4J_RATIO * rag,
+                }
+            )
+    for row in result["ingest"]:
+        if row["system"] == "graphmem neo4j" and row.get("per_s"):
+            out.append(
+                {
+                    "target": f"neo4j ingest ≥ {TARGET_NEO4J_INGEST:,.0f} memories/s (precomputed)",
+                    "n": row["n"],
+                    "value": f"{row['per_s']:,.0f}/s",
+                    "met": row["per_s"] >= TARGET_NEO4J_INGEST,
+                }
+            )
+    return out
+
+
+def _latency_table(rows: Sequence[dict[str, Any]]) -> str:
+    return common.markdown_table(
+        ["case", "N", "p50 ms", "p95 ms", "mean ms", "queries"],
+        [
+            [r["case"], f"{r['n']:,}", r["p50_ms"], r["p95_ms"], r["mean_ms"], r["samples"]]
+            for r in rows
+        ],
+    )
+
+
+def _ingest_row(r: dict[str, Any]) -> list[object]:
+    return [r["system"], f"{r['n']:,}", f"{r['added']:,}", r.get("per_s", "–"), r["peak_rss_mib"]]
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    s = result["settings"]
+    machine = result["machine"]
+    lines = [
+        "# graphmem speed and scale",
+        "",
+        common.machine_markdown(result["machine"]),
+        f"- load average at end: {' / '.join(map(str, machine.get('load_avg_at_end', [])))}"
+        f"; whole run {result.get('runtime_s')} s",
+        f"- sizes {', '.join(f'{n:,}' for n in s['sizes'])} memories, {s['dimension']}-dim; "
+        f"k1={s['k1']}, k2={s['k2']}, λ={s['lam']}; {s['queries']} queries "
+        f"({s['included_queries']} with embedding), at most {s['budget_s_per_case']} s per case",
+        "",
+        "Command: `python -m bench.speed` (see the module docstring for the method).",
+        "",
+        "## Targets",
+        "",
+        common.markdown_table(
+            ["target", "N", "measured", "met"],
+            [
+                [t["target"], f"{t['n']:,}", t["value"], "yes" if t["met"] else "**no**"]
+                for t in result.get("targets", [])
+            ],
+        ),
+        "",
+        "## Retrieval latency, query embedding excluded",
+        "",
+        _latency_table(result["latency"]),
+    ]
+    if result["included"]:
+        lines += [
+            "",
+            "## Retrieval latency, MiniLM query embedding included",
+            "",
+            _latency_table(result["included"]),
+        ]
+    lines += [
+        "",
+        "## Ingest, precomputed vectors (batches of 1,000; the store grows step by step)",
+        "",
+        common.markdown_table(
+            ["system", "N after", "added", "memories/s", "peak RSS Δ MiB"],
+            [_ingest_row(r) for r in result["ingest"]],
+        ),
+    ]
+    if result["e2e_ingest"]:
+        lines += [
+            "",
+            "## Ingest end to end, MiniLM embedding included",
+            "",
+            common.markdown_table(
+                ["system", "how", "N", "memories/s"],
+                [[r["system"], r["how"], r["n"], r["per_s"]] for r in result["e2e_ingest"]],
+            ),
+        ]
+    if result["blas_threads"]:
+        lines += [
+            "",
+            "## BLAS threads (alternating chunks of 20 queries)",
+            "",
+            common.markdown_table(
+                ["case", "BLAS", "N", "p50 ms", "p95 ms"],
+                [
+                    [r["case"], r["blas"], f"{r['n']:,}", r["p50_ms"], r["p95_ms"]]
+                    for r in result["blas_threads"]
+                ],
+            ),
+        ]
+    if result["notes"]:
+        lines += ["", "## Notes", "", *[f"- {note}" for note in result["notes"]]]
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], out: Path, prefix: str) -> list[Path]:
+    paths = [out / f"{prefix}_latency.png", out / f"{prefix}_ingest.png"]
+    with common.matplotlib_figure(paths[0], width=12, height=4.8) as fig:
+        for pos, key, title in (
+            (1, "latency", "p95 retrieval latency, query embedding excluded"),
+            (2, "included", "p95 latency with MiniLM query embedding"),
+        ):
+            ax = fig.add_subplot(1, 2, pos)
+            by_case: dict[str, list[tuple[int, float]]] = {}
+            for row in result[key]:
+                by_case.setdefault(row["case"], []).append((row["n"], row["p95_ms"]))
+            for case, points in by_case.items():
+                xs, ys = zip(*sorted(points), strict=True)
+                ax.plot(xs, ys, marker="o", label=case)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("memories (N)")
+            ax.set_ylabel("p95 ms")
+            ax.set_title(title, fontsize=10)
+            ax.grid(True, which="both", alpha=0.3)
+            ax.legend(fontsize=7)
+    with common.matplotlib_figure(paths[1], width=10, height=4.5) as fig:
+        ax = fig.add_subplot(1, 1, 1)
+        rows = [r for r in result["ingest"] if r.get("per_s")]
+        systems = list(dict.fromkeys(r["system"] for r in rows))
+        sizes = list(dict.fromkeys(r["n"] for r in rows))
+        width = 0.8 / max(1, len(sizes))
+        for j, n in enumerate(sizes):
+            values = [
+                next((r["per_s"] for r in rows if r["system"] == s and r["n"] == n), 0)
+                for s in systems
+            ]
+            ax.bar([i + j * width for i in range(len(systems))], values, width, label=f"→ {n:,}")
+        ax.axhline(TARGET_NEO4J_INGEST, color="red", linestyle="--", linewidth=1)
+        ax.set_xticks([i + width * (len(sizes) - 1) / 2 for i in range(len(systems))])
+        ax.set_xticklabels(systems)
+        ax.set_yscale("log")
+        ax.set_ylabel("memories/s (precomputed vectors)")
+        ax.set_title("ingest throughput; red: Neo4j target", fontsize=10)
+        ax.legend(fontsize=8)
+    return paths
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x.replace("_", "").replace("k", "000")) for x in text.split(",") if x]
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"sizes are comma-separated integers: {e}") from e
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sizes", type=_sizes, default=[1000, 10_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200, help="queries per case and size")
+    parser.add_argument(
+        "--included-queries", type=int, default=40, help="queries timed with MiniLM embedding"
+    )
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--k1", type=int, default=5)
+    parser.add_argument("--k2", type=int, default=3)
+    parser.add_argument("--lam", type=float, default=0.5)
+    parser.add_argument("--budget-s", type=float, default=20.0, help="time cap per case and size")
+    parser.add_argument("--e2e-n", type=int, default=1000, help="memories for MiniLM ingest")
+    parser.add_argument("--e2e-notes", type=int, default=200, help="add_note calls timed")
+    parser.add_argument("--no-neo4j", action="store_true", help="skip Neo4j even if configured")
+    parser.add_argument("--no-langgraph", action="store_true")
+    parser.add_argument("--no-blas-sweep", dest="blas_sweep", action="store_false")
+    parser.add_argument("--profile", action="store_true", help="cProfile the two-phase cases")
+    parser.add_argument("--no-plots", dest="plots", action="store_false")
+    parser.add_argument("--out", type=Path, default=common.RESULTS_DIR)
+    parser.add_argument("--prefix", default="speed", help="result file names start with this")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    """Run, then write the JSON, Markdown and plots; returns the result."""
+    result = run(args)
+    result["targets"] = check_targets(result)
+    markdown = render_markdown(result)
+    files = common.write_results(args.out, f"{args.prefix}_results", result, markdown)
+    if args.plots:
+        files += plot(result, args.out, args.prefix)
+    result["files"] = [str(p) for p in files]
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.speed", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    result = execute(args)
+    print(render_markdown(result))
+    print("\nwrote " + ", ".join(result["files"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Vector recall on Neo4j: the shared vector index first, an exact scan when it cannot answer.
+
+The vector index holds every namespace, so a namespace's memories can be crowded out of its
+top results by other namespaces (or by other kinds, or obsolete memories). Recall therefore asks
+the index for more candidates than k (at least ``max(4k, MIN_CANDIDATES)``) and filters what it
+returns by namespace, kind and obsolete flag; while fewer than k survive, the candidate count
+grows fourfold. When the index has run dry (it returned fewer rows than asked), the count passed
+``MAX_INDEX_CANDIDATES``, or the index is missing, not online or of another dimension (schema not
+applied), an exact scan of the namespace alone answers instead, so k results come back whenever
+the namespace holds k matching memories. Either way the final ranking and the reported ``sim``
+are exact float64 cosines computed here, not the index's approximate scores (which Neo4j also
+rescales to [0, 1]).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import neo4j
+import numpy as np
+
+from graphmem.stores import cypher
+from graphmem.stores.base import Recall
+from graphmem.stores.neo4j_rows import to_memory
+
+MIN_CANDIDATES = 32
+MAX_INDEX_CANDIDATES = 8192
+"""Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
+
+
+def index_state(tx: neo4j.ManagedTransaction) -> tuple[str, int | None] | None:
+    """The vector index's state and dimension, or None if it does not exist."""
+    record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
+    if record is None:
+        return None
+    dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
+    return str(record["state"]), None if dims is None else int(dims)
+
+
+def candidates(
+    tx: neo4j.ManagedTransaction,
+    params: dict[str, Any],
+    k: int,
+    dimension: int,
+    *,
+    use_index: bool,
+) -> list[dict[str, Any]]:
+    """Property maps of at least k candidates when the namespace has them (see module doc).
+
+    ``params`` holds namespace, kinds, include_obsolete and the query vector.
+    """
+    if use_index:
+        count = max(4 * k, MIN_CANDIDATES)
+        while True:
+            record = tx.run(
+                cypher.RECALL_INDEX, index=cypher.VECTOR_INDEX, candidates=count, **params
+            ).single()
+            assert record is not None
+            kept: list[dict[str, Any]] = record["kept"]
+            if len(kept) >= k:
+                return kept
+            if record["raw"] < count or count >= MAX_INDEX_CANDIDATES:
+                break
+            count *= 4
+    result = tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=4 * k, **params)
+    return [r["props"] for r in result]
+
+
+def rank(
+    rows: list[dict[str, Any]], query: list[float], k: int, min_sim: float | None
+) -> list[Recall]:
+    """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
+    if not rows:
+        return []
+    unique = {(r["namespace"], r["id"]): r for r in rows}
+    memories = [to_memory(r) for r in unique.values()]
+    matrix = np.array([m.embedding for m in memories], dtype=np.float64)
+    q = np.asarray(query, dtype=np.float64)
+    sims = matrix @ q / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
+    order = sorted(range(len(memories)), key=lambda i: (-sims[i], memories[i].id))
+    out = []
+    for i in order:
+        sim = float(sims[i])
+        if min_sim is not None and sim < min_sim:
+            break
+        out.append(Recall(memory=memories[i], sim=sim))
+        if len(out) == k:
+            break
+    return out

@@ -1,0 +1,95 @@
+"""Conversions between graphmem's models and the rows the Neo4j store sends and receives.
+
+Pure functions, no I/O: a memory becomes flat primitive properties (its JSON form without nulls,
+since Neo4j stores no null) and rows are grouped per kind for UNWIND.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from graphmem.errors import DimensionMismatch, InvalidInput
+from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, check_id, memory_from_dict
+
+RESERVED_EDGE_PROPS = frozenset({"created_at"})
+"""Relationship property names the store uses itself (user props may not take them)."""
+
+
+def check_ids(memory_ids: Sequence[str]) -> list[str]:
+    """Validated ids, duplicates dropped, order kept."""
+    if isinstance(memory_ids, str):
+        raise InvalidInput("expected a sequence of memory ids, not one string")
+    return list(dict.fromkeys(check_id(i) for i in memory_ids))
+
+
+def call_dimension(nodes: Sequence[AnyMemory]) -> int | None:
+    """The one embedding dimension used in a call (mixed dimensions are rejected)."""
+    dims = {len(m.embedding) for m in nodes if m.embedding is not None}
+    if len(dims) > 1:
+        first, *rest = sorted(dims)
+        raise DimensionMismatch(first, rest[0], where="call")
+    return dims.pop() if dims else None
+
+
+def props(memory: AnyMemory) -> dict[str, Any]:
+    """A memory as flat Neo4j properties: its JSON form without nulls (Neo4j stores no null)."""
+    return {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
+
+
+def node_rows(
+    nodes: Sequence[AnyMemory],
+) -> tuple[dict[MemoryKind, list[dict[str, Any]]], dict[tuple[str, str], str]]:
+    """Rows per kind for UNWIND, and the kind the call writes for each (namespace, id)."""
+    kinds: dict[tuple[str, str], str] = {}
+    out: dict[MemoryKind, list[dict[str, Any]]] = {}
+    for memory in nodes:
+        key = (memory.namespace, memory.id)
+        if kinds.setdefault(key, memory.kind) != memory.kind:
+            raise InvalidInput(
+                f"memory {memory.id!r} appears twice in one call with kinds "
+                f"{kinds[key]} and {memory.kind}"
+            )
+        kind = MemoryKind(memory.kind)
+        out.setdefault(kind, []).append(
+            {"namespace": memory.namespace, "id": memory.id, "props": props(memory)}
+        )
+    return out, kinds
+
+
+def edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
+    out: dict[EdgeKind, list[dict[str, Any]]] = {}
+    for edge in edges:
+        reserved = RESERVED_EDGE_PROPS & set(edge.props)
+        if reserved:
+            raise InvalidInput(f"edge property name {sorted(reserved)[0]!r} is reserved")
+        props = {k: v for k, v in edge.props.items() if v is not None}
+        out.setdefault(edge.kind, []).append(
+            {
+                "namespace": edge.namespace,
+                "src": edge.src,
+                "dst": edge.dst,
+                "props": props,
+                "created_at": edge.created_at.isoformat(),
+            }
+        )
+    return out
+
+
+def to_memory(props: Any) -> AnyMemory:
+    return memory_from_dict(dict(props))
+
+
+def to_edge(namespace: str, row: dict[str, Any]) -> Edge:
+    props = dict(row["props"])
+    created_at = props.pop("created_at", None)
+    data: dict[str, Any] = {
+        "namespace": namespace,
+        "kind": row["kind"],
+        "src": row["src"],
+        "dst": row["dst"],
+        "props": props,
+    }
+    if created_at is not None:
+        data["created_at"] = created_at
+    return Edge(**data)

@@ -1,0 +1,1 @@
+"""The reliability suite: load, faults, hostile input, tenant isolation and security basics."""

@@ -1,0 +1,254 @@
+"""Faults: writers killed with SIGKILL lose nothing acknowledged; a Neo4j server killed with
+SIGKILL in the middle of a write-heavy run and restarted loses nothing acknowledged, and the
+writer rides through the outage by retrying.
+
+The Neo4j part uses the suite's *private* server (its own data directory and ports, see
+conftest.py): it never disturbs the shared test server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem.errors import StoreError
+from graphmem.models import Edge, EdgeKind, Note
+from graphmem.stores.embedded import EmbeddedStore
+
+from ._crash import DIM, NS, Model, check_structure, export_text, observe, writer
+from .conftest import PrivateServer
+
+pytestmark = [pytest.mark.reliability, pytest.mark.slow]
+
+CRASH_ROUNDS = 32
+
+
+# ---- embedded: SIGKILL a writer at random points -----------------------------------------
+
+
+def _follow(line: str, model: Model, pending: dict[str, Any] | None) -> tuple[int, Any]:
+    """Apply one protocol line to the model; returns (acks, the op now in flight)."""
+    if line.startswith("B "):
+        return 0, json.loads(line[2:])
+    if line.strip() == "A":
+        assert pending is not None, "an acknowledgement without an operation"
+        model.apply(pending)
+        return 1, None
+    raise AssertionError(f"unexpected line from the writer: {line!r}")
+
+
+def kill_a_writer(
+    path: Path, round_no: int, rng: random.Random, model: Model
+) -> tuple[int, dict[str, Any] | None]:
+    """Fork a writer, SIGKILL it after a random number of acknowledged operations.
+
+    Returns the acknowledged count and the operation in flight when it died (if any); ``model``
+    has every acknowledged operation applied.
+    """
+    read_fd, write_fd = os.pipe()
+    seed = rng.randrange(1 << 30)
+    compact_bytes = rng.choice([6_000, 20_000, 1 << 26])  # many kills land in a compaction
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            writer(path, round_no, seed, write_fd, compact_bytes)
+        finally:
+            os._exit(1)
+    os.close(write_fd)
+    acked, pending = 0, None
+    wanted = rng.randint(1, 40)
+    with os.fdopen(read_fd, "r") as lines:
+        try:
+            while acked < wanted:
+                line = lines.readline()
+                if not line:
+                    pytest.fail("the writer died before it was killed (see captured stderr)")
+                n, pending = _follow(line, model, pending)
+                acked += n
+            time.sleep(rng.uniform(0, 0.006))  # let the kill land at a random point
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        for line in lines.read().splitlines(keepends=True):
+            n, pending = _follow(line, model, pending)
+            acked += n
+    return acked, pending
+
+
+def _diff(seen: Model, want: Model) -> str:
+    missing = sorted(set(want.nodes) - set(seen.nodes))[:3]
+    extra = sorted(set(seen.nodes) - set(want.nodes))[:3]
+    changed = [i for i in want.nodes if i in seen.nodes and want.nodes[i] != seen.nodes[i]][:3]
+    edges = sorted(want.edges ^ seen.edges)[:3]
+    return f"missing {missing}, extra {extra}, changed {changed}, edges differing {edges}"
+
+
+def test_an_embedded_writer_killed_at_random_points_loses_no_acknowledged_write(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store"
+    rng = random.Random(20251123)
+    model = Model()
+    total_acked = in_flight_kept = in_flight_dropped = 0
+    for round_no in range(CRASH_ROUNDS):
+        acked, pending = kill_a_writer(path, round_no, rng, model)
+        total_acked += acked
+        with EmbeddedStore.open(path) as store:
+            seen = observe(store)
+            if seen != model:
+                assert pending is not None, f"round {round_no}: {_diff(seen, model)}"
+                after = model.after(pending)
+                assert seen == after, f"round {round_no}, op in flight {pending}: " + _diff(
+                    seen, after
+                )
+                model = after
+                in_flight_kept += 1
+            elif pending is not None:
+                in_flight_dropped += 1
+            check_structure(store, seen, rng)
+            counts, text = store.counts(NS), export_text(store)
+        with EmbeddedStore.open(path) as again:  # a second reopening sees the very same store
+            assert again.counts(NS) == counts
+            assert export_text(again) == text
+            assert again.dimension in (None, DIM)
+    print(
+        f"\nembedded crash: {CRASH_ROUNDS} kills, {total_acked} acknowledged operations checked, "
+        f"in-flight op kept {in_flight_kept}x / dropped {in_flight_dropped}x, "
+        f"final {counts}"
+    )
+    assert total_acked >= CRASH_ROUNDS
+
+
+# ---- Neo4j: SIGKILL the server in the middle of a write-heavy run -------------------------
+
+WRITES = 120
+KILL_AFTER = 40
+
+
+class RetryingWriter(threading.Thread):
+    """Writes notes (each linked to the previous) and credits each once, retrying any
+    StoreError with capped exponential back-off until ``deadline``; records what was
+    acknowledged (the calls returned) and how many attempts failed."""
+
+    def __init__(self, uri: str, password: str, namespace: str, deadline: float) -> None:
+        super().__init__(daemon=True)
+        self.uri, self.password, self.ns, self.deadline = uri, password, namespace, deadline
+        self.acked: list[str] = []
+        self.failures: list[str] = []
+        self.error: BaseException | None = None
+        self.longest_outage = 0.0
+
+    def _retry(self, call: Any) -> Any:
+        delay, first_failure = 0.1, None
+        while True:
+            try:
+                result = call()
+            except StoreError as e:
+                self.failures.append(str(e))
+                first_failure = first_failure or time.monotonic()
+                if time.monotonic() > self.deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if first_failure is not None:
+                self.longest_outage = max(self.longest_outage, time.monotonic() - first_failure)
+            return result
+
+    def run(self) -> None:
+        from graphmem.stores.neo4j import Neo4jStore
+
+        try:
+            # Short driver-level retry and timeouts: the loop here does the long retrying.
+            store = self._retry(
+                lambda: Neo4jStore.from_uri(
+                    self.uri,
+                    "neo4j",
+                    self.password,
+                    max_transaction_retry_time=2.0,
+                    connection_timeout=2.0,
+                    connection_acquisition_timeout=5.0,
+                )
+            )
+            try:
+                previous = None
+                for i in range(WRITES):
+                    note = Note(
+                        id=f"w{i}", namespace=self.ns, content=f"write {i}", embedding=[1.0, i + 1]
+                    )
+                    edges = []
+                    if previous is not None:
+                        edges = [
+                            Edge(namespace=self.ns, kind=EdgeKind.LINKS_TO, src=note.id, dst=previous)
+                        ]
+                    self._retry(lambda n=note, e=edges: store.upsert([n], e))
+                    self._retry(lambda n=note: store.update_utility(self.ns, [n.id], 1.0, 0.5))
+                    self.acked.append(note.id)
+                    previous = note.id
+            finally:
+                store.close()
+        except BaseException as e:
+            self.error = e
+
+
+def test_neo4j_killed_mid_run_and_restarted_loses_no_acknowledged_write(
+    private_neo4j: PrivateServer, namespace: str
+) -> None:
+    from graphmem.stores.neo4j import Neo4jStore
+
+    server: Any = private_neo4j.server
+    deadline = time.monotonic() + 420
+    writer_thread = RetryingWriter(private_neo4j.uri, private_neo4j.password, namespace, deadline)
+    writer_thread.start()
+    while len(writer_thread.acked) < KILL_AFTER and writer_thread.is_alive():
+        assert time.monotonic() < deadline, "the writer made no progress"
+        time.sleep(0.01)
+    assert writer_thread.error is None, writer_thread.error
+    pid = server.running_pid()
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)  # mid-write: the writer runs on
+    acked_before_kill = list(writer_thread.acked)
+    while server.running_pid() is not None:
+        time.sleep(0.05)
+    time.sleep(1.0)  # let the writer meet the dead server
+    restarted = server.start(private_neo4j.password, timeout=300)
+    assert not restarted.reused
+    writer_thread.join(timeout=max(1.0, deadline - time.monotonic()))
+    assert not writer_thread.is_alive(), "the writer did not finish after the restart"
+    assert writer_thread.error is None, f"the writer gave up: {writer_thread.error!r}"
+    assert writer_thread.failures, "the kill never reached the writer (nothing was retried)"
+
+    store = Neo4jStore.from_uri(private_neo4j.uri, "neo4j", private_neo4j.password)
+    try:
+        found = {m.id: m for m in store.iter_nodes(namespace)}
+        lost = [i for i in acked_before_kill if i not in found]
+        assert not lost, f"{len(lost)} writes acknowledged before the kill were lost: {lost[:3]}"
+        lost_after = [i for i in writer_thread.acked if i not in found]
+        assert not lost_after, f"acknowledged writes lost: {lost_after[:3]}"
+        assert len(writer_thread.acked) == WRITES
+        edges = {(e.src, e.dst) for e in store.iter_edges(namespace)}
+        assert edges == {(f"w{i}", f"w{i - 1}") for i in range(1, WRITES)}
+        # A utility update whose commit raced the kill may have been applied and then retried:
+        # at most that one memory counts two uses; none counts zero.
+        uses = sorted(m.uses for m in found.values())
+        assert uses[0] >= 1 and uses[-1] <= 2 and uses.count(2) <= 1, uses
+        print(
+            f"\nneo4j kill -9: {len(acked_before_kill)} writes acknowledged before the kill, "
+            f"{len(writer_thread.acked)} in all, {len(writer_thread.failures)} failed attempts "
+            f"retried, outage seen by the writer {writer_thread.longest_outage:.1f}s, "
+            f"restart took {restarted.seconds:.1f}s"
+        )
+    finally:
+        with contextlib.suppress(StoreError):
+            store.delete(namespace, list(found))
+        store.close()

@@ -1,0 +1,172 @@
+"""The HTML pages really render: headless Chromium opens them from disk, offline.
+
+The page writes what vis-network drew into ``#gm-status`` (``data-state``,
+``data-rendered-nodes``, ``data-rendered-edges``); ``chromium --dump-dom`` reads it back.
+Skipped without a Chromium (Debian: ``apt-get install chromium``; or set GRAPHMEM_CHROMIUM).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from graphmem import viz
+from graphmem.models import Edge, Task, Tip
+from graphmem.stores.embedded import EmbeddedStore
+from graphmem.viz.sample import load_sample
+
+pytestmark = pytest.mark.browser
+
+
+def chromium_binary() -> str | None:
+    configured = os.environ.get("GRAPHMEM_CHROMIUM")
+    if configured:
+        return configured
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+CHROMIUM = chromium_binary()
+requires_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium installed")
+
+
+def chromium(tmp_path: Path, page: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium on a local page with no network, a fresh profile each time."""
+    assert CHROMIUM is not None
+    profile = tmp_path / f"profile-{len(list(tmp_path.glob('profile-*')))}"
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            "--window-size=1400,900",
+            "--virtual-time-budget=5000",
+            *extra,
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def rendered_status(tmp_path: Path, page: Path) -> dict[str, str]:
+    done = chromium(tmp_path, page, "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    match = re.search(r'<div id="gm-status"([^>]*)>', done.stdout)
+    assert match, "the dumped DOM has the status element"
+    return {k: html.unescape(v) for k, v in re.findall(r'data-([\w-]+)="([^"]*)"', match.group(1))}
+
+
+@pytest.fixture
+def sample_store() -> EmbeddedStore:
+    store = EmbeddedStore.in_memory()
+    load_sample(store, "demo")
+    return store
+
+
+@requires_chromium
+@pytest.mark.parametrize(
+    ("view", "memory_id"),
+    [("task", "task-soup"), ("episode", "ep-soup-2"), ("memory", "note-stove")],
+)
+def test_page_renders_every_node_offline(
+    tmp_path: Path, sample_store: EmbeddedStore, view: str, memory_id: str
+) -> None:
+    if view == "task":
+        sub = viz.task_subgraph(sample_store, "demo", memory_id)
+    elif view == "episode":
+        sub = viz.episode_subgraph(sample_store, "demo", memory_id)
+    else:
+        sub = viz.memory_subgraph(sample_store, "demo", memory_id, depth=2)
+    page = viz.write(sub, tmp_path / f"{view}.html")
+    status = rendered_status(tmp_path, page)
+    assert status["state"] == "rendered", status
+    assert int(status["rendered-nodes"]) == int(status["expected-nodes"]) == len(sub.nodes)
+    assert int(status["rendered-edges"]) == int(status["expected-edges"]) == len(sub.edges)
+    assert len(sub.nodes) >= 5
+
+
+@requires_chromium
+def test_hostile_memory_text_is_shown_not_run(tmp_path: Path) -> None:
+    store = EmbeddedStore.in_memory()
+    evil = '</script><script>document.title="pwned"</script><img src=x onerror="alert(1)">'
+    task = Task(namespace="demo", text=evil, key=evil)
+    tip = Tip(namespace="demo", text=evil)
+    store.upsert([task, tip], [Edge(namespace="demo", kind="ABOUT", src=tip.id, dst=task.id)])
+    page = viz.write(viz.task_subgraph(store, "demo", task.id), tmp_path / "evil.html")
+    done = chromium(tmp_path, page, "--dump-dom")
+    assert done.returncode == 0
+    dom = done.stdout
+    assert "<title>pwned</title>" not in dom and '<img src="x"' not in dom
+    status = re.search(
+        r'<div id="gm-status"[^>]*data-state="(\w+)"[^>]*data-rendered-nodes="(\d+)"', dom
+    )
+    assert status and status.groups() == ("rendered", "2")
+    # The text is shown, escaped, in the details panel (the root task is pinned there).
+    assert "&lt;/script&gt;&lt;script&gt;document.title" in dom
+
+
+@requires_chromium
+def test_screenshot_of_a_chain(tmp_path: Path, sample_store: EmbeddedStore) -> None:
+    page = viz.write(viz.task_subgraph(sample_store, "demo", "task-soup"), tmp_path / "c.html")
+    shot = tmp_path / "chain.png"
+    done = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG") and len(data) > 20_000  # a blank page is far smaller
+    keep = os.environ.get("GRAPHMEM_VIZ_SCREENSHOT_DIR")
+    if keep:  # for people who want to look at it
+        shutil.copy(shot, Path(keep) / "chain.png")
+
+
+MERMAID_JS = os.environ.get("GRAPHMEM_MERMAID_JS")
+
+
+@requires_chromium
+@pytest.mark.skipif(not MERMAID_JS, reason="set GRAPHMEM_MERMAID_JS to a local mermaid.min.js")
+def test_mermaid_output_parses_in_mermaid(tmp_path: Path, sample_store: EmbeddedStore) -> None:
+    """Mermaid itself accepts the flowcharts, hostile labels included."""
+    assert MERMAID_JS is not None
+    store = sample_store
+    evil = 'a "quote"; #hash | pipe [b] {c} (d) <e> `f` &g'
+    store.upsert([Task(namespace="demo", id="evil", text=evil, key=evil)])
+    charts = [
+        viz.to_mermaid(viz.task_subgraph(store, "demo", "task-soup")),
+        viz.to_mermaid(viz.episode_subgraph(store, "demo", "ep-soup-2")),
+        viz.to_mermaid(viz.task_subgraph(store, "demo", "evil")),
+    ]
+    blocks = "".join(f'<pre class="mermaid">{html.escape(c)}</pre>' for c in charts)
+    page = tmp_path / "mermaid.html"
+    page.write_text(
+        "<!doctype html><html><body>"
+        f"{blocks}<div id='out'>pending</div>"
+        f"<script>{Path(MERMAID_JS).read_text(encoding='utf-8')}</script>"
+        "<script>mermaid.initialize({startOnLoad:false});"
+        "mermaid.run().then(function(){document.getElementById('out').textContent="
+        "'ok '+document.querySelectorAll('pre.mermaid svg').length;})"
+        ".catch(function(e){document.getElementById('out').textContent='error '+e;});"
+        "</script></body></html>",
+        encoding="utf-8",
+    )
+    done = chromium(tmp_path, page, "--dump-dom")
+    out = re.search(r"<div id=\"out\">([^<]*)</div>", done.stdout)
+    assert out and out.group(1) == f"ok {len(charts)}", out.group(1) if out else done.stdout[-500:]
