@@ -85,11 +85,21 @@ class GraphMemory:
 
     # ---- build (graphmem.build) ----------------------------------------------------------
 
-    def add_note(self, namespace: str, content: str, **fields: Any) -> Note:
-        """Store a Zettelkasten note (keywords, tags, context and category extracted)."""
+    def add_note(
+        self, namespace: str, content: str, *, evolve: bool = False, **fields: Any
+    ) -> Note:
+        """Store a Zettelkasten note (keywords, tags, context and category extracted).
+
+        ``evolve=True`` then links it to its neighbours and refreshes them (A-MEM).
+        """
         from graphmem.build import add_note
 
-        return add_note(self, namespace, content, **fields)
+        note = add_note(self, namespace, content, **fields)
+        if evolve:
+            from graphmem.evolve import evolve_many
+
+            evolve_many(self, namespace, [note.id])
+        return note
 
     def build(
         self,
@@ -98,11 +108,20 @@ class GraphMemory:
         *,
         granularity: Granularity | str | None = None,
         key_mode: KeyMode | str | None = None,
+        evolve: bool = False,
     ) -> BuildResult:
-        """Turn a trajectory into procedural memory (Mem^p ``B(τ, r)``)."""
+        """Turn a trajectory into procedural memory (Mem^p ``B(τ, r)``).
+
+        ``evolve=True`` then links the new procedure to related ones (A-MEM).
+        """
         from graphmem.build import build
 
-        return build(self, namespace, trajectory, granularity=granularity, key_mode=key_mode)
+        result = build(self, namespace, trajectory, granularity=granularity, key_mode=key_mode)
+        if evolve and not result.deduplicated:
+            from graphmem.evolve import evolve_many
+
+            evolve_many(self, namespace, [result.procedure.id])
+        return result
 
     # ---- retrieve and learn (graphmem.retrieve, graphmem.episodes) ----------------------
 

@@ -381,6 +381,10 @@ UTILITY_FIELDS = frozenset({"q", "q_updates", "uses", "successes"})
 IMMUTABLE_FIELDS = frozenset({"id", "namespace", "kind", "created_at"})
 
 
+RESERVED_EDGE_PROPS = frozenset({"created_at", "namespace", "kind", "src", "dst"})
+"""Edge property names the stores use themselves."""
+
+
 class Edge(GraphmemModel):
     """A typed, directed edge between two memories of the same namespace.
 
@@ -414,11 +418,14 @@ class Edge(GraphmemModel):
         for key, value in v.items():
             if not re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}\Z", key):
                 raise InvalidInput(f"invalid edge property name {key[:80]!r}")
+            if key in RESERVED_EDGE_PROPS:
+                raise InvalidInput(f"edge property name {key!r} is reserved")
             if isinstance(value, float) and not math.isfinite(value):
                 raise InvalidInput(f"edge property {key!r} must be finite")
             if isinstance(value, str):
                 _check_text(value, f"edge property {key!r}", required=False)
-        return v
+        # Neo4j cannot store null properties; drop them so every store reads back the same.
+        return {key: value for key, value in v.items() if value is not None}
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -147,7 +147,7 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
-        """A memory of this kind with this content hash, if any (for deduplication)."""
+        """A memory of this kind with this content hash, live ones first (for deduplication)."""
 
     @abstractmethod
     def iter_nodes(

@@ -232,7 +232,7 @@ FIND_BY_HASH: Final = """
 MATCH (m:Memory {namespace: $namespace, content_hash: $hash})
 WHERE m.kind = $kind
 RETURN properties(m) AS props
-ORDER BY m.created_at, m.id
+ORDER BY coalesce(m.obsolete, false), m.created_at, m.id
 LIMIT 1
 """
 

@@ -26,7 +26,6 @@ from graphmem.stores.base import MemoryStore
 
 from ._workers import DIM
 
-
 PRIVATE_BOLT_PORT = int(os.environ.get("GRAPHMEM_RELIABILITY_BOLT_PORT", "17688"))
 PRIVATE_HTTP_PORT = int(os.environ.get("GRAPHMEM_RELIABILITY_HTTP_PORT", "17475"))
 

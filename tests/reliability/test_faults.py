@@ -189,7 +189,9 @@ class RetryingWriter(threading.Thread):
                     edges = []
                     if previous is not None:
                         edges = [
-                            Edge(namespace=self.ns, kind=EdgeKind.LINKS_TO, src=note.id, dst=previous)
+                            Edge(
+                                namespace=self.ns, kind=EdgeKind.LINKS_TO, src=note.id, dst=previous
+                            )
                         ]
                     self._retry(lambda n=note, e=edges: store.upsert([n], e))
                     self._retry(lambda n=note: store.update_utility(self.ns, [n.id], 1.0, 0.5))

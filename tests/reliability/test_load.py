@@ -24,6 +24,7 @@ from graphmem.embedding import HashingEmbedder
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, Note
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
+
 from ._workers import DIM, backend_of, fork_all, load_worker
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]

@@ -112,8 +112,12 @@ def test_edges_and_neighbours_stay_in_their_namespace(
     store.upsert((), [Edge(namespace=a, kind=EdgeKind.LINKS_TO, src="n0", dst="n1")])
     assert store.edges(b, "n0", direction="both") == []
     assert store.edges(b, "n1", direction="both") == []
-    (edge, other), = store.neighbours(a, "n0")
-    assert (edge.namespace, other.namespace, other.content) == (a, a, "spare key note 1 garden shed")  # type: ignore[union-attr]
+    ((edge, other),) = store.neighbours(a, "n0")
+    assert (edge.namespace, other.namespace, other.content) == (
+        a,
+        a,
+        "spare key note 1 garden shed",
+    )  # type: ignore[union-attr]
     assert list(store.iter_edges(b)) == []
     assert all(e.namespace == a for e in store.iter_edges(a))
 

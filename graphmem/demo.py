@@ -1,0 +1,217 @@
+"""The showcase: an agent works through a stream of text games with graphmem and gets better.
+
+``graphmem demo`` (or ``./run demo``) plays a stream of TextWorldExpress games twice with the
+same rule-based agent — once with no memory, once with graphmem — prints the learning curve of
+both, writes it as a PNG, and renders the procedural chain the agent relied on most as an
+interactive HTML page (plus Mermaid). With ``GRAPHMEM_NEO4J_URI`` set, memories go to Neo4j
+instead of the embedded store, ready to explore in Neo4j Browser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from graphmem.errors import ConfigError
+from graphmem.metrics import EpisodeRecord, LearningSummary, blocks, summarise
+from graphmem.models import EdgeKind, MemoryKind, Procedure
+from graphmem.settings import Settings
+
+if TYPE_CHECKING:
+    from graphmem.memory import GraphMemory
+
+log = logging.getLogger(__name__)
+
+DEMO_NAMESPACE = "demo"
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    demo = sub.add_parser("demo", help="watch an agent learn with graphmem (needs Java 17)")
+    demo.add_argument("--game", default="cookingworld", help="cookingworld (default) or twc")
+    demo.add_argument("--episodes", type=int, default=30, help="games in the stream (30)")
+    demo.add_argument("--budget", type=int, default=None, help="steps per game")
+    demo.add_argument("--out", default="demo-out", help="where pictures go (demo-out/)")
+    demo.add_argument("--namespace", default=DEMO_NAMESPACE, help="memory namespace (demo)")
+    demo.add_argument(
+        "--keep", action="store_true", help="keep what the namespace already holds"
+    )
+    demo.set_defaults(handler=_run)
+
+
+def _records(successes: list[bool], steps: list[int], seeds: list[int]) -> list[EpisodeRecord]:
+    epochs = blocks(len(seeds), max(1, min(6, len(seeds) // 5)))
+    return [
+        EpisodeRecord(task=str(seed), epoch=e, success=ok, steps=n)
+        for seed, e, ok, n in zip(seeds, epochs, successes, steps, strict=True)
+    ]
+
+
+def _bar(rate: float, width: int = 20) -> str:
+    filled = round(rate * width)
+    return "█" * filled + "·" * (width - filled)
+
+
+def _print_curve(base: LearningSummary, mem: LearningSummary, per_block: int) -> None:
+    print("\n  games      no memory                    with graphmem")
+    for i, (a, b) in enumerate(zip(base.success_per_epoch, mem.success_per_epoch, strict=True)):
+        lo, hi = i * per_block + 1, (i + 1) * per_block
+        print(f"  {lo:>3}-{hi:<4}  {_bar(a)} {a:4.0%}     {_bar(b)} {b:4.0%}")
+    print(
+        f"\n  overall    solved {base.success_rate:4.0%}, {base.mean_steps:4.1f} steps"
+        f"      solved {mem.success_rate:4.0%}, {mem.mean_steps:4.1f} steps"
+    )
+
+
+def _plot(base: LearningSummary, mem: LearningSummary, per_block: int, path: Path) -> Path | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log.warning("matplotlib is not installed: no plot")
+        return None
+    xs = [(i + 1) * per_block for i in range(len(base.success_per_epoch))]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    ax.plot(xs, base.success_per_epoch, "o-", color="#888888", label="no memory")
+    ax.plot(xs, mem.success_per_epoch, "o-", color="#d62728", label="graphmem")
+    ax.plot(xs, mem.cumulative_success, ":", color="#d62728", label="graphmem, cumulative")
+    ax.set_xlabel("games played")
+    ax.set_ylabel(f"success rate (per {per_block} games)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title("An agent learning with graphmem")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _most_useful_procedure(memory: GraphMemory, namespace: str) -> Procedure | None:
+    procs = [
+        m
+        for m in memory.store.iter_nodes(namespace, [MemoryKind.PROCEDURE])
+        if isinstance(m, Procedure) and m.success and not m.obsolete
+    ]
+    if not procs:
+        return None
+    return max(procs, key=lambda p: (p.uses, p.q, p.created_at))
+
+
+def _write_chain(memory: GraphMemory, namespace: str, out: Path) -> list[Path]:
+    from graphmem.viz import task_subgraph, write
+
+    proc = _most_useful_procedure(memory, namespace)
+    if proc is None:
+        return []
+    tasks = memory.store.edges(namespace, proc.id, kinds=[EdgeKind.SOLVED_BY], direction="in")
+    start = tasks[0].src if tasks else proc.id
+    sub = task_subgraph(memory.store, namespace, start)
+    return [write(sub, out / "chain.html"), write(sub, out / "chain.mmd")]
+
+
+def _clear(memory: GraphMemory, namespace: str) -> int:
+    ids = [m.id for m in memory.store.iter_nodes(namespace)]
+    return len(memory.store.delete(namespace, ids)) if ids else 0
+
+
+def run_demo(
+    settings: Settings,
+    *,
+    game: str = "cookingworld",
+    episodes: int = 30,
+    budget: int | None = None,
+    out: Path = Path("demo-out"),
+    namespace: str = DEMO_NAMESPACE,
+    keep: bool = False,
+) -> tuple[LearningSummary, LearningSummary]:
+    """Play the stream without and with memory; returns both summaries."""
+    from tqdm import tqdm
+
+    from flows.textworld_agent import run_stream
+    from graphmem.envs.jvm import JavaNotFound
+    from graphmem.memory import GraphMemory
+    from graphmem.stores.embedded import EmbeddedStore
+
+    if episodes < 5:
+        raise ConfigError("the demo needs at least 5 episodes")
+    out.mkdir(parents=True, exist_ok=True)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy on JVM shutdown
+    where = settings.neo4j_uri or str(settings.store_path)
+    print(f"graphmem demo: {episodes} {game} games, memory in {settings.backend} ({where})")
+    print("loading the embedder ...", flush=True)
+    memory = settings.open_memory()
+    try:
+        if settings.neo4j_uri:
+            from graphmem.stores.neo4j import Neo4jStore
+
+            if isinstance(memory.store, Neo4jStore):
+                memory.store.setup(memory.embedder.dimension)
+        if not keep:
+            cleared = _clear(memory, namespace)
+            if cleared:
+                print(f"cleared {cleared} memories of earlier runs from namespace {namespace!r}")
+        seeds = list(range(episodes))
+        started = time.monotonic()
+        try:
+            baseline_memory = GraphMemory(EmbeddedStore.in_memory(), embedder=memory.embedder)
+            base = run_stream(
+                baseline_memory,
+                "baseline",
+                game=game,
+                seeds=tqdm(seeds, desc="no memory    ", unit="game"),
+                use_memory=False,
+                step_budget=budget,
+            )
+            learned = run_stream(
+                memory,
+                namespace,
+                game=game,
+                seeds=tqdm(seeds, desc="with graphmem", unit="game"),
+                use_memory=True,
+                step_budget=budget,
+            )
+        except JavaNotFound as e:
+            raise ConfigError(f"the demo plays text games, which need Java 17: {e}") from e
+        elapsed = time.monotonic() - started
+        base_summary = summarise(_records(base.successes, base.steps, base.seeds))
+        mem_summary = summarise(_records(learned.successes, learned.steps, learned.seeds))
+        per_block = -(-episodes // len(base_summary.success_per_epoch))
+        _print_curve(base_summary, mem_summary, per_block)
+        gain = mem_summary.success_rate - base_summary.success_rate
+        print(f"\n  graphmem: {gain:+.0%} success over the same agent without memory")
+        counts = memory.store.counts(namespace)
+        held = ", ".join(f"{v} {k}" for k, v in counts.items() if v)
+        print(f"  memory now holds: {held}  ({elapsed:.0f} s)")
+        plot = _plot(base_summary, mem_summary, per_block, out / "learning_curve.png")
+        written = ([plot] if plot else []) + _write_chain(memory, namespace, out)
+        for path in written:
+            print(f"  wrote {path}")
+        if settings.neo4j_uri:
+            print(
+                "\n  explore it in Neo4j Browser at http://127.0.0.1:7474/browser/ with\n"
+                f"    MATCH (t:Task {{namespace: '{namespace}'}})-[:SOLVED_BY]->(p)"
+                "-[:FIRST_STEP|NEXT*0..]->(s) RETURN t, p, s LIMIT 100"
+            )
+        else:
+            print("\n  next: ./run graphmem stats   |   open demo-out/chain.html in a browser")
+        return base_summary, mem_summary
+    finally:
+        memory.close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    run_demo(
+        Settings.from_env(),
+        game=args.game,
+        episodes=args.episodes,
+        budget=args.budget,
+        out=Path(args.out),
+        namespace=args.namespace,
+        keep=args.keep,
+    )
+    return 0
