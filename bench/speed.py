@@ -198,12 +198,42 @@ def _blas_sweep(
                     with controller.limit(limits=limit, user_api="blas"):
                         _run_chunk(group, start, stop)
             bar.update(stop - start)
-    threads = [lib.get("num_threads") for lib in common.blas_info()]
-    for label, group in ((f"as configured ({threads})", as_is), ("1 thread", single)):
+    threads = sorted({str(lib.get("num_threads")) for lib in common.blas_info()})
+    for label, group in ((f"as configured ({'/'.join(threads)})", as_is), ("1 thread", single)):
         for case in group:
             result["blas_threads"].append(
                 {"n": n, "blas": label, "case": case.name, **common.percentiles(case.samples_ms)}
             )
+    if args.included_queries > 0:
+        _torch_threads(data, args, result)
+
+
+def _torch_threads(data: Dataset, args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """MiniLM query embedding alone with torch's default threads vs one thread."""
+    import torch
+
+    model = common.minilm()
+    default = torch.get_num_threads()
+    count = args.included_queries
+    groups = {default: Case("MiniLM query embedding", lambda i: None, count)}
+    groups[1] = Case("MiniLM query embedding", lambda i: None, count)
+    try:
+        for start in range(0, count, 10):
+            for threads, case in groups.items():
+                torch.set_num_threads(threads)
+                for i in range(start, min(count, start + 10)):
+                    t0 = time.perf_counter()
+                    model.embed([data.query_texts[i]])
+                    case.samples_ms.append((time.perf_counter() - t0) * 1000)
+    finally:
+        torch.set_num_threads(default)
+    for threads, case in groups.items():
+        label = f"torch {threads} thread{'s' if threads > 1 else ''}"
+        if threads == default:
+            label += " (default)"
+        result["blas_threads"].append(
+            {"n": 0, "blas": label, "case": case.name, **common.percentiles(case.samples_ms)}
+        )
 
 
 def _run_chunk(cases: Sequence[Case], start: int, stop: int) -> None:
@@ -452,12 +482,18 @@ def render_markdown(result: dict[str, Any]) -> str:
     if result["blas_threads"]:
         lines += [
             "",
-            "## BLAS threads (alternating chunks of 20 queries)",
+            "## BLAS and torch threads (alternating chunks of queries)",
             "",
             common.markdown_table(
-                ["case", "BLAS", "N", "p50 ms", "p95 ms"],
+                ["case", "threads", "N", "p50 ms", "p95 ms"],
                 [
-                    [r["case"], r["blas"], f"{r['n']:,}", r["p50_ms"], r["p95_ms"]]
+                    [
+                        r["case"],
+                        r["blas"],
+                        f"{r['n']:,}" if r["n"] else "–",
+                        r["p50_ms"],
+                        r["p95_ms"],
+                    ]
                     for r in result["blas_threads"]
                 ],
             ),

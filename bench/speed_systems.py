@@ -278,13 +278,25 @@ class Neo4jSystem(GraphmemSystem):
         return spent + time.perf_counter() - t0
 
     def cases(self, data: Dataset, s: Settings) -> list[tuple[str, Callable[[int], object]]]:
+        from graphmem.stores.neo4j_recall import MIN_CANDIDATES
+
         retriever = self._retriever(None)
+        pool = max(4 * s.k1, MIN_CANDIDATES)
+        ratio = -(-pool // s.k1)
         return [
             *super().cases(data, s),
             (
                 "neo4j-graphrag VectorRetriever",
                 lambda i: retriever.get_search_results(
                     query_vector=data.queries[i].tolist(), top_k=s.k1
+                ),
+            ),
+            (
+                # graphmem asks the shared index for max(4·k1, 32) candidates (namespace filter,
+                # exact re-rank); this is graphrag with a candidate pool at least as large.
+                f"neo4j-graphrag VectorRetriever, pool ≥ {pool}",
+                lambda i: retriever.get_search_results(
+                    query_vector=data.queries[i].tolist(), top_k=s.k1, effective_search_ratio=ratio
                 ),
             ),
         ]

@@ -19,9 +19,9 @@ Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], Non
 
 def _command_groups() -> list[Register]:
     from graphmem.cli_neo4j import register as neo4j_commands
-    from graphmem.demo import register as demo_command
     from graphmem.cli_store import register as store_commands
     from graphmem.cli_viz import register as viz_commands
+    from graphmem.demo import register as demo_command
 
     groups: list[Register] = [demo_command, store_commands, neo4j_commands]
     groups.append(viz_commands)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from graphmem.errors import ConfigError
 from graphmem.metrics import EpisodeRecord, LearningSummary, blocks, summarise
-from graphmem.models import EdgeKind, MemoryKind, Procedure
+from graphmem.models import MemoryKind, Procedure
 from graphmem.settings import Settings
 
 if TYPE_CHECKING:
@@ -35,9 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo.add_argument("--budget", type=int, default=None, help="steps per game")
     demo.add_argument("--out", default="demo-out", help="where pictures go (demo-out/)")
     demo.add_argument("--namespace", default=DEMO_NAMESPACE, help="memory namespace (demo)")
-    demo.add_argument(
-        "--keep", action="store_true", help="keep what the namespace already holds"
-    )
+    demo.add_argument("--keep", action="store_true", help="keep what the namespace already holds")
     demo.set_defaults(handler=_run)
 
 
@@ -108,9 +106,7 @@ def _write_chain(memory: GraphMemory, namespace: str, out: Path) -> list[Path]:
     proc = _most_useful_procedure(memory, namespace)
     if proc is None:
         return []
-    tasks = memory.store.edges(namespace, proc.id, kinds=[EdgeKind.SOLVED_BY], direction="in")
-    start = tasks[0].src if tasks else proc.id
-    sub = task_subgraph(memory.store, namespace, start)
+    sub = task_subgraph(memory.store, namespace, proc.id, siblings=False)
     return [write(sub, out / "chain.html"), write(sub, out / "chain.mmd")]
 
 

@@ -98,10 +98,14 @@ class SentenceTransformerEmbedder:
 
                 log.info("loading sentence-transformers model from %s", path)
                 model = SentenceTransformer(path, device=self._device, local_files_only=True)
-                getter = getattr(model, "get_embedding_dimension", None) or getattr(
-                    model, "get_sentence_embedding_dimension"
-                )
-                self._dimension = int(getter())
+                # sentence-transformers 6 renamed the dimension getter; accept both.
+                getter: Any = getattr(model, "get_embedding_dimension", None)
+                if getter is None:
+                    getter = model.get_sentence_embedding_dimension
+                dimension = getter()
+                if not isinstance(dimension, int):
+                    raise ConfigError(f"model at {path} reports no embedding dimension")
+                self._dimension = dimension
                 self._model = model
             return self._model
 

@@ -173,6 +173,12 @@ class GraphmemModel(BaseModel):
         except ValidationError as e:
             raise as_graphmem_error(e, type(self).__name__) from e
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as e:
+            raise as_graphmem_error(e, f"{type(self).__name__}.{name}") from e
+
 
 class Memory(GraphmemModel):
     """Fields every memory node has, whatever its kind."""

@@ -13,7 +13,7 @@ A given ``seed`` gives one random stream per GraphMemory: the same calls give th
 
 Superseded memories: the update engineer marks a memory ``obsolete`` when something SUPERSEDES
 it, and the stores' ``recall`` skips obsolete memories. Retrieval relies on that and *also* drops
-candidates that have an incoming SUPERSEDES edge (one edge lookup per candidate), so a graph
+candidates that have an incoming SUPERSEDES edge (one store read for the pool), so a graph
 edited by hand or imported from elsewhere is still read correctly.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
@@ -42,7 +42,6 @@ from graphmem.errors import ConfigError, InvalidInput
 from graphmem.models import (
     MAX_TEXT_CHARS,
     AnyMemory,
-    EdgeKind,
     Hit,
     check_id,
     check_namespace,
@@ -240,12 +239,10 @@ def _rng(mem: GraphMemory, seed: int | None) -> random.Random:
 
 
 def _superseded(store: MemoryStore, namespace: str, memories: Sequence[AnyMemory]) -> set[str]:
-    """Ids among ``memories`` that another memory SUPERSEDES."""
-    return {
-        m.id
-        for m in memories
-        if store.edges(namespace, m.id, kinds=[EdgeKind.SUPERSEDES], direction="in")
-    }
+    """Ids among ``memories`` that another memory SUPERSEDES (one store read for all)."""
+    if not memories:
+        return set()
+    return store.superseded(namespace, [m.id for m in memories])
 
 
 def _similar_candidates(

@@ -54,4 +54,6 @@ def test_invariants(items: list[tuple[str, int, bool]]) -> None:
     assert all(0.0 <= c <= 1.0 for c in s.cumulative_success)
     if items:
         solved_any = {t for t, _, ok in items if ok}
-        assert abs(s.cumulative_success[-1] - len(solved_any) / len({t for t, _, _ in items})) < 1e-12
+        assert (
+            abs(s.cumulative_success[-1] - len(solved_any) / len({t for t, _, _ in items})) < 1e-12
+        )

@@ -181,7 +181,7 @@ def test_edges_validate_kind_and_props() -> None:
 
 def test_assignment_is_validated_too() -> None:
     note = Note(namespace="ns", content="x")
-    with pytest.raises(ValueError, match="content must not be empty"):
+    with pytest.raises(EmptyContent, match="content must not be empty"):
         note.content = " "
     assert note.content == "x"
 

@@ -10,6 +10,7 @@ line, not the caller's objects, so the two can never differ.
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -262,8 +263,13 @@ class GraphState:
         if memory is None:
             return None
         vector = self.vector(namespace, memory_id)
-        embedding = None if vector is None else vector.tolist()
-        return memory.model_copy(deep=True, update={"embedding": embedding})
+        update: dict[str, Any] = {"embedding": None if vector is None else vector.tolist()}
+        # Only containers need copying (the rest is immutable): a third of a deep model copy,
+        # which recall pays once per candidate.
+        for name, value in memory.__dict__.items():
+            if name != "embedding" and isinstance(value, list | dict | set):
+                update[name] = copy.deepcopy(value)
+        return memory.model_copy(update=update)
 
     def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
         space = self.spaces.get(namespace)

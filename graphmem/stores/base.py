@@ -26,6 +26,7 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     GraphmemModel,
+    Memory,
     MemoryKind,
     check_id,
     check_namespace,
@@ -192,6 +193,17 @@ class MemoryStore(ABC):
         by_id = {m.id: m for m in self.get_many(namespace, list(dict.fromkeys(other_ids)))}
         return [(e, by_id[o]) for e, o in zip(found, other_ids, strict=True) if o in by_id]
 
+    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+        """The ids among ``memory_ids`` that another memory SUPERSEDES (retrieval skips them).
+
+        Written here as one edge read per id; the stores answer it in one read.
+        """
+        return {
+            i
+            for i in dict.fromkeys(memory_ids)
+            if self.edges(namespace, i, kinds=[EdgeKind.SUPERSEDES], direction="in")
+        }
+
     def counts(self, namespace: str | None = None) -> dict[str, int]:
         """Number of memories per kind, and of edges, for ``graphmem stats``."""
         if namespace is not None:
@@ -297,6 +309,20 @@ def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
         except UnicodeDecodeError as e:
             raise ImportFormatError(line_no, "not valid UTF-8 text") from e
         yield line_no, raw
+
+
+def upsert_batch(
+    nodes: Sequence[AnyMemory], edges: Sequence[Edge]
+) -> tuple[list[AnyMemory], list[Edge]]:
+    """The arguments of ``upsert`` as lists, after checking they are memories and edges."""
+    node_list, edge_list = list(nodes), list(edges)
+    for node in node_list:
+        if not isinstance(node, Memory):
+            raise InvalidInput(f"upsert takes memories, got {type(node).__name__}")
+    for edge in edge_list:
+        if not isinstance(edge, Edge):
+            raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
+    return node_list, edge_list
 
 
 def check_patch(changes: dict[str, Any]) -> None:

@@ -204,6 +204,13 @@ RETURN DISTINCT type(r) AS kind, startNode(r).id AS src, endNode(r).id AS dst,
        properties(r) AS props
 """
 
+# Which of these memories another one SUPERSEDES: retrieval drops them, in one round trip.
+SUPERSEDED: Final = """
+UNWIND $ids AS id
+MATCH (m:Memory {namespace: $namespace, id: id})<-[:SUPERSEDES]-(:Memory)
+RETURN DISTINCT id
+"""
+
 # The vector index holds every namespace: ask it for `$candidates` neighbours and keep those of
 # this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry.
 RECALL_INDEX: Final = """

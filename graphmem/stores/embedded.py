@@ -37,7 +37,6 @@ from typing import Any
 
 from graphmem.errors import DimensionMismatch, InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import (
-    MEMORY_CLASSES,
     UTILITY_FIELDS,
     AnyMemory,
     Edge,
@@ -65,13 +64,13 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    upsert_batch,
 )
 
 log = logging.getLogger(__name__)
 
 DEFAULT_COMPACT_BYTES = 64 * 1024 * 1024
 _ITER_CHUNK = 256
-_MEMORY_TYPES = tuple(MEMORY_CLASSES.values())
 
 
 class EmbeddedStore(MemoryStore):
@@ -272,13 +271,7 @@ class EmbeddedStore(MemoryStore):
         *,
         keep_utility: bool = True,
     ) -> None:
-        nodes, edges = list(nodes), list(edges)
-        for node in nodes:
-            if not isinstance(node, _MEMORY_TYPES):
-                raise InvalidInput(f"upsert takes memories, got {type(node).__name__}")
-        for edge in edges:
-            if not isinstance(edge, Edge):
-                raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
+        nodes, edges = upsert_batch(nodes, edges)
         if not nodes and not edges:
             return
         with self._write():
@@ -429,6 +422,13 @@ class EmbeddedStore(MemoryStore):
         with self._read():
             found = self._state.edges_of(namespace, memory_id, edge_kinds, direction)
             return [e.model_copy(deep=True) for e in found]
+
+    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+        check_namespace(namespace)
+        ids = _check_ids(memory_ids)
+        kinds = [EdgeKind.SUPERSEDES]
+        with self._read():
+            return {i for i in ids if self._state.edges_of(namespace, i, kinds, "in")}
 
     def recall(
         self,

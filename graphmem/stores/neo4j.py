@@ -35,7 +35,6 @@ from graphmem.models import (
     AnyMemory,
     Edge,
     EdgeKind,
-    Memory,
     MemoryKind,
     check_id,
     check_namespace,
@@ -54,6 +53,7 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    upsert_batch,
 )
 
 log = logging.getLogger(__name__)
@@ -178,13 +178,7 @@ class Neo4jStore(MemoryStore):
         *,
         keep_utility: bool = True,
     ) -> None:
-        nodes, edges = list(nodes), list(edges)
-        for node in nodes:
-            if not isinstance(node, Memory):
-                raise InvalidInput(f"upsert takes memories, got {type(node).__name__}")
-        for edge in edges:
-            if not isinstance(edge, Edge):
-                raise InvalidInput(f"upsert takes Edge objects, got {type(edge).__name__}")
+        nodes, edges = upsert_batch(nodes, edges)
         if not nodes and not edges:
             return
         dims = mapping.call_dimension(nodes)
@@ -348,6 +342,18 @@ class Neo4jStore(MemoryStore):
         found = [mapping.to_edge(namespace, row) for row in self._read(work, "edge read")]
         unique = {e.key: e for e in found}
         return sorted(unique.values(), key=lambda e: (e.created_at, e.kind.value, e.src, e.dst))
+
+    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+        check_namespace(namespace)
+        ids = mapping.check_ids(memory_ids)
+        if not ids:
+            return set()
+
+        def work(tx: neo4j.ManagedTransaction) -> set[str]:
+            result = tx.run(cypher.SUPERSEDED, namespace=namespace, ids=ids)
+            return {r["id"] for r in result}
+
+        return self._read(work, "superseded lookup")
 
     def recall(
         self,

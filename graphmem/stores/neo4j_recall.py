@@ -72,18 +72,19 @@ def rank(
     """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
     if not rows:
         return []
-    unique = {(r["namespace"], r["id"]): r for r in rows}
-    memories = [to_memory(r) for r in unique.values()]
-    matrix = np.array([m.embedding for m in memories], dtype=np.float64)
+    unique = list({(r["namespace"], r["id"]): r for r in rows}.values())
+    # Rank the raw rows and build models only for the ones kept: validating every candidate's
+    # embedding (4k or more of them) cost more than the query itself.
+    matrix = np.array([r["embedding"] for r in unique], dtype=np.float64)
     q = np.asarray(query, dtype=np.float64)
     sims = matrix @ q / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
-    order = sorted(range(len(memories)), key=lambda i: (-sims[i], memories[i].id))
+    order = sorted(range(len(unique)), key=lambda i: (-sims[i], unique[i]["id"]))
     out = []
     for i in order:
         sim = float(sims[i])
         if min_sim is not None and sim < min_sim:
             break
-        out.append(Recall(memory=memories[i], sim=sim))
+        out.append(Recall(memory=to_memory(unique[i]), sim=sim))
         if len(out) == k:
             break
     return out

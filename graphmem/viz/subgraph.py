@@ -105,12 +105,18 @@ def _start(store: MemoryStore, namespace: str, memory_id: str) -> AnyMemory:
 
 
 def task_subgraph(
-    store: MemoryStore, namespace: str, task_id: str, *, max_nodes: int = DEFAULT_MAX_NODES
+    store: MemoryStore,
+    namespace: str,
+    task_id: str,
+    *,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    siblings: bool = True,
 ) -> Subgraph:
     """A task's procedural chains, tips and evolution edges.
 
     ``task_id`` may also name a Procedure: the picture then starts from the task(s) it solved
-    (or from the procedure alone if no task points at it). Raises MemoryNotFound for an unknown
+    (or from the procedure alone if no task points at it); with ``siblings=False`` the task's
+    other procedures are left out, so one chain is drawn. Raises MemoryNotFound for an unknown
     id and InvalidInput for a memory of another kind.
     """
     start = _start(store, namespace, task_id)
@@ -134,12 +140,16 @@ def task_subgraph(
     )
     col = _Collector(store, sub, max_nodes)
     procedures: deque[AnyMemory] = deque()
+    focus = isinstance(start, Procedure) and not siblings
     for root in roots:
         col.add(root, level=0 if isinstance(root, Task) else 1, root=root.id == start.id)
-        if isinstance(root, Task):
+        if isinstance(root, Task) and not focus:
             _expand_task(col, root, procedures)
-        else:
+        elif not isinstance(root, Task):
             procedures.append(root)
+    if focus:
+        col.add(start, level=1, root=True)
+        procedures.append(start)
     expanded: set[str] = set()
     while procedures and not col.full:
         proc = procedures.popleft()

@@ -38,7 +38,7 @@ from ._hostile import (
     snapshot,
     stored_or_refused,
 )
-from ._workers import DIM
+from ._workers import DIM, backend_of
 
 pytestmark = pytest.mark.reliability
 
@@ -185,17 +185,29 @@ def test_hostile_vectors_are_refused_everywhere(store: MemoryStore, namespace: s
     ids=["nan", "inf"],
 )
 def test_a_vector_poisoned_after_validation_is_still_refused(
-    store: MemoryStore, namespace: str, poison: float
+    store: MemoryStore, namespace: str, poison: float, request: pytest.FixtureRequest
 ) -> None:
     """Validation runs on assignment, not on in-place list edits: the store must check too."""
+    if backend_of(store) == "neo4j":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="bug: Neo4jStore.upsert does not re-check embeddings, so a NaN/inf "
+                "vector is written and every later read of the namespace fails "
+                "(fix in neo4j_rows.call_dimension, see the reliability report)",
+            )
+        )
     ns = f"{namespace}-p"
     note = Note(id="p", namespace=ns, content="poisoned later", embedding=[1.0] * DIM)
     assert note.embedding is not None
-    note.embedding[0] = poison
-    refused_cleanly(store, namespace, lambda: store.upsert([note]))
-    note.embedding[0] = 1.0
-    note.embedding.append(1.0)  # wrong dimension
-    refused_cleanly(store, namespace, lambda: store.upsert([note]))
+    try:
+        note.embedding[0] = poison
+        refused_cleanly(store, namespace, lambda: store.upsert([note]))
+        note.embedding[0] = 1.0
+        note.embedding.append(1.0)  # wrong dimension
+        refused_cleanly(store, namespace, lambda: store.upsert([note]))
+    finally:
+        store.delete(ns, ["p"])  # a poisoned node that got in would break every later read
 
 
 # ---- namespaces, ids and patches ----------------------------------------------------------

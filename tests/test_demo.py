@@ -1,0 +1,55 @@
+"""The demo runs end to end: both runs play, memory is written, the pictures appear."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from graphmem.envs.jvm import has_java17
+from graphmem.models import Note, Procedure
+from graphmem.settings import Settings
+from graphmem.stores.embedded import EmbeddedStore
+
+pytestmark = [
+    pytest.mark.java,
+    pytest.mark.skipif(not has_java17(), reason="the demo plays text games: needs Java 17"),
+]
+
+
+def test_demo_learns_and_writes_its_pictures(tmp_path: Path) -> None:
+    from graphmem.demo import run_demo
+
+    settings = Settings(store_path=tmp_path / "store", embedder="hashing")
+    base, learned = run_demo(settings, episodes=8, out=tmp_path / "out", namespace="demo-test")
+    assert base.episodes == learned.episodes == 8
+    assert (tmp_path / "out" / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    html = (tmp_path / "out" / "chain.html").read_text(encoding="utf-8")
+    assert "FIRST_STEP" in html or "NEXT" in html
+    assert (tmp_path / "out" / "chain.mmd").read_text(encoding="utf-8").startswith("flowchart")
+    store = EmbeddedStore.open(tmp_path / "store")
+    try:
+        kinds = {type(m) for m in store.iter_nodes("demo-test")}
+    finally:
+        store.close()
+    assert Note in kinds and Procedure in kinds
+
+
+def test_demo_clears_its_namespace_unless_kept(tmp_path: Path) -> None:
+    from graphmem.demo import run_demo
+
+    settings = Settings(store_path=tmp_path / "store", embedder="hashing")
+    run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-test")
+    store = EmbeddedStore.open(tmp_path / "store")
+    first = sum(1 for _ in store.iter_nodes("demo-test"))
+    store.close()
+    run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-test", keep=True)
+    store = EmbeddedStore.open(tmp_path / "store")
+    kept = sum(1 for _ in store.iter_nodes("demo-test"))
+    store.close()
+    run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-test")
+    store = EmbeddedStore.open(tmp_path / "store")
+    fresh = sum(1 for _ in store.iter_nodes("demo-test"))
+    store.close()
+    assert kept > first
+    assert fresh < kept
