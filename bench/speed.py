@@ -523,7 +523,8 @@ def plot(result: dict[str, Any], out: Path, prefix: str) -> list[Path]:
             ax.set_ylabel("p95 ms")
             ax.set_title(title, fontsize=10)
             ax.grid(True, which="both", alpha=0.3)
-            ax.legend(fontsize=7)
+            if by_case:
+                ax.legend(fontsize=7)
     with common.matplotlib_figure(paths[1], width=10, height=4.5) as fig:
         ax = fig.add_subplot(1, 1, 1)
         rows = [r for r in result["ingest"] if r.get("per_s")]
@@ -595,9 +596,9 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m bench.speed") -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m bench.speed", description=__doc__.splitlines()[0] if __doc__ else None
+        prog=prog, description=__doc__.splitlines()[0] if __doc__ else None
     )
     add_arguments(parser)
     args = parser.parse_args(argv)

@@ -55,6 +55,7 @@ from graphmem.models import (
     Task,
     Trajectory,
     check_namespace,
+    check_unicode,
     content_hash,
 )
 from graphmem.stores.base import MemoryStore
@@ -240,6 +241,7 @@ def add_note(mem: GraphMemory, namespace: str, content: str, **fields: Any) -> N
         raise InvalidInput(f"note content must be a string, got {type(content).__name__}")
     if not content.strip():
         raise EmptyContent("content")
+    check_unicode(content, "content")
     reserved = sorted(_NOTE_RESERVED & set(fields))
     if reserved:
         raise InvalidInput(f"add_note sets {', '.join(reserved)} itself; do not pass them")

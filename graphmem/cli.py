@@ -25,6 +25,9 @@ def _command_groups() -> list[Register]:
 
     groups: list[Register] = [demo_command, store_commands, neo4j_commands]
     groups.append(viz_commands)
+    from graphmem.cli_bench import register as bench_commands
+
+    groups.append(bench_commands)
     return groups
 
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from graphmem.errors import InvalidInput
+from graphmem.errors import InvalidInput, StoreError
 from graphmem.settings import Settings
 
 
@@ -58,9 +58,13 @@ def _export(args: argparse.Namespace) -> int:
         else:
             path = Path(args.path)
             tmp = path.with_name(path.name + ".tmp")
-            with tmp.open("w", encoding="utf-8") as out:
-                n = store.export_jsonl(out, args.namespace)
-            tmp.replace(path)
+            try:
+                with tmp.open("w", encoding="utf-8") as out:
+                    n = store.export_jsonl(out, args.namespace)
+                tmp.replace(path)
+            except OSError as e:
+                tmp.unlink(missing_ok=True)
+                raise StoreError(f"cannot write {path}: {e.strerror or e}") from e
             print(f"exported {n} lines to {path}", file=sys.stderr)
     finally:
         store.close()

@@ -164,6 +164,9 @@ class GraphMemoryStore(BaseStore):
     ) -> None:
         if not NAMESPACE_RE.match(root) or len(root) > 64:
             raise InvalidNamespace(f"invalid root {root[:80]!r}: use up to 64 namespace characters")
+        if "/" in root:
+            # a root "x/u" would live inside root "x": tenants must not nest
+            raise InvalidNamespace(f"invalid root {root[:80]!r}: a root must not contain '/'")
         if lam is not None and not (isinstance(lam, int | float) and 0.0 <= lam <= 1.0):
             raise ConfigError(f"lam must be between 0 and 1, got {lam!r}")
         if recall_factor < 1:

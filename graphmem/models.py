@@ -18,9 +18,17 @@ import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 MAX_TEXT_CHARS = 1_000_000
 """Longest text graphmem stores in one field; larger input is rejected, not truncated."""
@@ -90,6 +98,29 @@ class TipPolarity(StrEnum):
 class EpisodeStatus(StrEnum):
     OPEN = "open"
     FINISHED = "finished"
+
+
+def check_unicode(value: str, field: str) -> str:
+    """Refuse text that cannot be written as UTF-8 (lone surrogates)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        from graphmem.errors import InvalidInput
+
+        raise InvalidInput(f"{field} is not valid Unicode text (a lone surrogate?)") from e
+    return value
+
+
+def _check_all_text(value: Any, field: str) -> None:
+    if isinstance(value, str):
+        check_unicode(value, field)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _check_all_text(item, field)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_all_text(key, field)
+            _check_all_text(item, field)
 
 
 def _check_text(value: str, field: str, *, required: bool) -> str:
@@ -165,7 +196,16 @@ def as_graphmem_error(e: ValidationError, what: str) -> Exception:
 
 
 class GraphmemModel(BaseModel):
-    """Base of graphmem's input models: invalid input raises a GraphmemError, not pydantic's."""
+    """Base of graphmem's input models: invalid input raises a GraphmemError, not pydantic's.
+
+    Every text field, wherever it sits, must be valid Unicode (encodable as UTF-8).
+    """
+
+    @model_validator(mode="after")
+    def _unicode_text(self) -> Self:
+        for name in type(self).model_fields:
+            _check_all_text(getattr(self, name), name)
+        return self
 
     def __init__(self, **data: Any) -> None:
         try:

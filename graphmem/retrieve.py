@@ -45,6 +45,7 @@ from graphmem.models import (
     Hit,
     check_id,
     check_namespace,
+    check_unicode,
 )
 from graphmem.stores.base import MemoryStore
 
@@ -219,6 +220,7 @@ def _check_query(query: str) -> None:
         raise InvalidInput("the query must not be empty")
     if len(query) > MAX_TEXT_CHARS:
         raise InvalidInput(f"the query is {len(query)} characters; the limit is {MAX_TEXT_CHARS}")
+    check_unicode(query, "the query")
 
 
 def _query_text(query: str, policy: RetrievePolicy) -> str:

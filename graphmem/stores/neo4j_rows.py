@@ -10,7 +10,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from graphmem.errors import DimensionMismatch, InvalidInput
-from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, check_id, memory_from_dict
+from graphmem.models import (
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    MemoryKind,
+    check_id,
+    check_vector,
+    memory_from_dict,
+)
 
 RESERVED_EDGE_PROPS = frozenset({"created_at"})
 """Relationship property names the store uses itself (user props may not take them)."""
@@ -25,7 +33,8 @@ def check_ids(memory_ids: Sequence[str]) -> list[str]:
 
 def call_dimension(nodes: Sequence[AnyMemory]) -> int | None:
     """The one embedding dimension used in a call (mixed dimensions are rejected)."""
-    dims = {len(m.embedding) for m in nodes if m.embedding is not None}
+    # Re-check: a validated list can still be edited in place before it reaches the store.
+    dims = {len(check_vector(m.embedding)) for m in nodes if m.embedding is not None}
     if len(dims) > 1:
         first, *rest = sorted(dims)
         raise DimensionMismatch(first, rest[0], where="call")

@@ -200,11 +200,6 @@ def test_cli_stats_export_and_import_refuse_hostile_namespaces(
     assert (tmp_path / "out.jsonl").read_text().splitlines() == lines
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: `graphmem export` to an unwritable path raises a traceback (OSError is not "
-    "turned into a one-line error; see the reliability report)",
-)
 def test_cli_export_to_an_unwritable_path_fails_in_one_line(
     store: MemoryStore, cli_env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

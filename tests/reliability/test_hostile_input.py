@@ -38,7 +38,7 @@ from ._hostile import (
     snapshot,
     stored_or_refused,
 )
-from ._workers import DIM, backend_of
+from ._workers import DIM
 
 pytestmark = pytest.mark.reliability
 
@@ -188,15 +188,6 @@ def test_a_vector_poisoned_after_validation_is_still_refused(
     store: MemoryStore, namespace: str, poison: float, request: pytest.FixtureRequest
 ) -> None:
     """Validation runs on assignment, not on in-place list edits: the store must check too."""
-    if backend_of(store) == "neo4j":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="bug: Neo4jStore.upsert does not re-check embeddings, so a NaN/inf "
-                "vector is written and every later read of the namespace fails "
-                "(fix in neo4j_rows.call_dimension, see the reliability report)",
-            )
-        )
     ns = f"{namespace}-p"
     note = Note(id="p", namespace=ns, content="poisoned later", embedding=[1.0] * DIM)
     assert note.embedding is not None
@@ -348,11 +339,6 @@ def test_a_900k_character_note_round_trips_byte_identical(
     assert isinstance(copied, Note) and copied.content.encode() == BIG_OK.encode()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: text with a lone surrogate passes validation, then fails with a raw "
-    "UnicodeEncodeError (hashing, embedding, the Neo4j driver); see the reliability report",
-)
 def test_text_that_is_not_valid_unicode_is_refused_clearly(
     memory: GraphMemory, store: MemoryStore, namespace: str
 ) -> None:

