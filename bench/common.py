@@ -103,12 +103,17 @@ def machine_info() -> dict[str, Any]:
     }
 
 
+def _library(lib: dict[str, Any]) -> str:
+    parts = [str(lib.get("internal_api"))]
+    if lib.get("version"):
+        parts.append(str(lib["version"]))
+    if lib.get("architecture"):
+        parts.append(f"kernel {lib['architecture']}")
+    return " ".join(parts) + f" × {lib.get('num_threads')} threads"
+
+
 def machine_markdown(info: dict[str, Any]) -> str:
-    blas = ", ".join(
-        f"{b.get('internal_api')} {b.get('version')} kernel {b.get('architecture')} "
-        f"× {b.get('num_threads')} threads"
-        for b in info.get("blas", [])
-    )
+    blas = ", ".join(_library(b) for b in info.get("blas", []))
     env = ", ".join(f"{k}={v}" for k, v in info.get("blas_env", {}).items()) or "none set"
     load = info.get("load_avg_1_5_15", [])
     return "\n".join(

@@ -15,14 +15,16 @@ is filled once and the ingest rate of a step is the rate of adding that step's m
 is there. Queries are drawn around the same centres. "Excluded" latency feeds precomputed query
 vectors (a lookup embedder for the APIs that take text); "included" latency embeds the query
 text with MiniLM first, as a user would (the corpus vectors are synthetic, so those rankings are
-meaningless, but the work is the same). All cases are timed round-robin, query by query, so a
-busy machine's drift hits every system alike.
+meaningless, but the work is the same). Systems compared with each other are timed
+round-robin, query by query, so a busy machine's drift hits them alike: numpy with the embedded
+store, LangGraph alone, Neo4j with neo4j-graphrag; the groups run one after the other.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
 import logging
 import pstats
@@ -73,6 +75,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "k2": args.k2,
             "lam": args.lam,
             "budget_s_per_case": args.budget_s,
+            "settle_s": args.settle_s,
             "batch": BATCH,
             "dimension": common.DIM,
         },
@@ -81,6 +84,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ingest": [],
         "e2e_ingest": [],
         "blas_threads": [],
+        "load_before_timing": [],
         "notes": [],
     }
     started = time.perf_counter()
@@ -103,6 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             done = 0
             for n in sizes:
                 _grow(systems, data, done, n, result, args)
+                _settle(args.settle_s, n, result)
                 _latency(systems, data, settings, n, result, args)
                 done = n
             if args.blas_sweep:
@@ -114,9 +119,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 system.close()
         if args.e2e_n:
             _e2e_ingest(data, args, neo, Path(tmp), result)
+    gc.unfreeze()
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     result["machine"]["load_avg_at_end"] = [round(x, 2) for x in _loadavg()]
     return result
+
+
+def _settle(seconds: float, n: int, result: dict[str, Any]) -> None:
+    """Let background work from the ingest finish before timing, and keep the GC fair.
+
+    Neo4j merges index segments for a while after a large ingest; and the corpora held in
+    Python (LangGraph keeps 384 floats per item in lists) would make every cyclic collection
+    walk them, charging a pause to whichever case happens to allocate next. Freezing moves them
+    out of the collector's sight; objects made while timing are still collected.
+    """
+    time.sleep(seconds)
+    gc.collect()
+    gc.freeze()
+    result["load_before_timing"].append({"n": n, "load_avg_1_5_15": list(_loadavg())})
 
 
 def _loadavg() -> tuple[float, float, float]:
@@ -158,17 +178,23 @@ def _latency(
     ):
         if count <= 0:
             continue
-        cases = [
-            Case(name, fn, max_queries=count, budget_s=settings.budget_s)
-            for system in systems
-            for name, fn in make(system)
-        ]
-        bar = common.progress_bar(count, f"{key} @ {n:,}", enabled=not args.quiet)
-        with bar, warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)  # neo4j-graphrag's per call
-            common.time_round_robin(cases, count, warmup=args.warmup, progress=bar)
-        for case in cases:
-            result[key].append({"n": n, "case": case.name, **common.percentiles(case.samples_ms)})
+        # Systems that are compared with each other share a round robin; groups run one after
+        # the other, so a Neo4j server's background work or LangGraph's seconds-long scans at
+        # 100k never land inside another group's timings.
+        groups: dict[str, list[Case]] = {}
+        for system in systems:
+            groups.setdefault(system.group, []).extend(
+                Case(name, fn, max_queries=count, budget_s=settings.budget_s)
+                for name, fn in make(system)
+            )
+        for group, cases in groups.items():
+            bar = common.progress_bar(count, f"{key} @ {n:,}: {group}", enabled=not args.quiet)
+            with bar, warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # neo4j-graphrag's, per call
+                common.time_round_robin(cases, count, warmup=args.warmup, progress=bar)
+            for case in cases:
+                row = {"n": n, "case": case.name, "group": group}
+                result[key].append({**row, **common.percentiles(case.samples_ms)})
 
 
 def _blas_sweep(
@@ -283,6 +309,7 @@ def _e2e_ingest(
     from graphmem.stores.embedded import EmbeddedStore
 
     model = common.minilm()
+    result["e2e_load_at_start"] = [round(x, 2) for x in _loadavg()]
     n = min(args.e2e_n, len(data.texts))
     texts = data.texts[:n]
     notes = texts[: min(n, args.e2e_notes)]
@@ -437,6 +464,12 @@ def render_markdown(result: dict[str, Any]) -> str:
         f"k1={s['k1']}, k2={s['k2']}, λ={s['lam']}; {s['queries']} queries "
         f"({s['included_queries']} with embedding), at most {s['budget_s_per_case']} s per case",
         "",
+        "- load average before each timing phase: "
+        + "; ".join(
+            f"{r['n']:,}: {' / '.join(f'{x:.2f}' for x in r['load_avg_1_5_15'])}"
+            for r in result["load_before_timing"]
+        ),
+        "",
         "Command: `python -m bench.speed` (see the module docstring for the method).",
         "",
         "## Targets",
@@ -473,6 +506,9 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines += [
             "",
             "## Ingest end to end, MiniLM embedding included",
+            "",
+            f"Load average when this phase started: {result.get('e2e_load_at_start')}; the "
+            "systems ran one after the other, so a change of load shows up between them.",
             "",
             common.markdown_table(
                 ["system", "how", "N", "memories/s"],
@@ -571,6 +607,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k2", type=int, default=3)
     parser.add_argument("--lam", type=float, default=0.5)
     parser.add_argument("--budget-s", type=float, default=20.0, help="time cap per case and size")
+    parser.add_argument(
+        "--settle-s", type=float, default=10.0, help="pause after each ingest step before timing"
+    )
     parser.add_argument("--e2e-n", type=int, default=1000, help="memories for MiniLM ingest")
     parser.add_argument("--e2e-notes", type=int, default=200, help="add_note calls timed")
     parser.add_argument("--no-neo4j", action="store_true", help="skip Neo4j even if configured")

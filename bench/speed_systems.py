@@ -133,6 +133,7 @@ class System:
 
     label = ""
     ingest_label: str | None = None  # None: ingest not comparable (numpy)
+    group = "in-process"  # systems of a group are timed together, query by query
 
     def add(self, data: Dataset, lo: int, hi: int) -> float:
         raise NotImplementedError
@@ -244,6 +245,8 @@ class EmbeddedSystem(GraphmemSystem):
 
 
 class Neo4jSystem(GraphmemSystem):
+    group = "neo4j"
+
     def __init__(self, settings: Neo4jSettings, data: Dataset) -> None:
         from graphmem.stores import cypher
         from graphmem.stores.neo4j import Neo4jStore
@@ -323,7 +326,7 @@ class Neo4jSystem(GraphmemSystem):
         with self.store.driver.session(database=self.database) as session:
             session.run(
                 "MATCH (m:Memory {namespace: $ns}) "
-                "CALL { WITH m DETACH DELETE m } IN TRANSACTIONS OF 5000 ROWS",
+                "CALL (m) { DETACH DELETE m } IN TRANSACTIONS OF 5000 ROWS",
                 ns=namespace,
             ).consume()
 
@@ -349,6 +352,7 @@ def graphrag_minilm() -> Any:
 class LangGraphSystem(System):
     label = "langgraph InMemoryStore"
     ingest_label = label
+    group = "langgraph"
 
     def __init__(self, data: Dataset) -> None:
         from langgraph.store.memory import InMemoryStore

@@ -20,6 +20,9 @@ from graphmem.errors import ConfigError
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "speed": ("bench.speed", "retrieval latency, ingest and memory vs numpy/LangGraph/graphrag"),
     "quality": ("bench.retrieval_quality", "recall@k and NDCG@10 on LongMemEval-S sessions"),
+    "learning": ("bench.learning", "learning on TextWorldExpress streams, with/without memory"),
+    "learning-sw": ("bench.learning_scienceworld", "ScienceWorld: replaying gold procedures"),
+    "learning-lookalike": ("bench.learning_lookalike", "look-alike memories: λ=0 vs λ=0.5"),
 }
 
 

@@ -204,7 +204,10 @@ class GraphmemModel(BaseModel):
     @model_validator(mode="after")
     def _unicode_text(self) -> Self:
         for name in type(self).model_fields:
-            _check_all_text(getattr(self, name), name)
+            # An embedding is floats (pydantic has coerced it): walking its hundreds of items
+            # on every model built cost recall more than its vector search at 1k memories.
+            if name != "embedding":
+                _check_all_text(getattr(self, name), name)
         return self
 
     def __init__(self, **data: Any) -> None:

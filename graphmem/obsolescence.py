@@ -160,14 +160,16 @@ def validate_replacements(
     """After a successful episode: each of ``memory_ids`` that was written as a correction of
     a still-live memory (``EVOLVED_FROM`` it) and now has the higher Q supersedes it."""
     out: list[Supersession] = []
+    retired: set[str] = set()  # the snapshot below predates supersessions made in this loop
     for memory in mem.store.get_many(namespace, list(dict.fromkeys(memory_ids))):
-        if memory.obsolete:
+        if memory.obsolete or memory.id in retired:
             continue
         origins = mem.store.edges(namespace, memory.id, kinds=[EdgeKind.EVOLVED_FROM])
         for old in mem.store.get_many(namespace, [e.dst for e in origins]):
             if old.obsolete or old.kind != memory.kind or memory.q <= old.q:
                 continue
             out.append(supersede(mem, namespace, memory.id, old.id))
+            retired.add(old.id)
     return out
 
 

@@ -1,0 +1,140 @@
+"""Tiny runs of the benchmarks, so they cannot rot: real code paths, small N, no timing asserts.
+
+The full runs are ``python -m bench.speed`` and ``python -m bench.retrieval_quality``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from graphmem import cli, cli_bench
+from graphmem.errors import ConfigError
+
+speed = cli_bench.load("bench.speed")
+quality = cli_bench.load("bench.retrieval_quality")
+
+
+def _speed_args(out: Path, *extra: str) -> Any:
+    parser = argparse.ArgumentParser()
+    speed.add_arguments(parser)
+    base = ["--sizes", "60,120", "--queries", "6", "--included-queries", "0", "--warmup", "1"]
+    base += ["--e2e-n", "0", "--settle-s", "0", "--out", str(out), "--quiet"]
+    return parser.parse_args([*base, *extra])
+
+
+def test_speed_smoke_writes_tables_and_plots(tmp_path: Path) -> None:
+    result = speed.execute(_speed_args(tmp_path, "--no-neo4j"))
+
+    names = {Path(p).name for p in result["files"]}
+    assert names == {
+        "speed_results.json",
+        "speed_results.md",
+        "speed_latency.png",
+        "speed_ingest.png",
+    }
+    saved = json.loads((tmp_path / "speed_results.json").read_text(encoding="utf-8"))
+    cases = {(row["case"], row["n"]) for row in saved["latency"]}
+    for n in (60, 120):
+        assert ("numpy brute-force top-k", n) in cases
+        assert ("graphmem embedded: two-phase λ=0.5", n) in cases
+        assert ("langgraph InMemoryStore", n) in cases
+    assert all(
+        row["samples"] == 6 and row["p95_ms"] >= row["p50_ms"] > 0 for row in saved["latency"]
+    )
+    embedded = [r for r in saved["ingest"] if r["system"] == "graphmem embedded"]
+    assert [r["added"] for r in embedded] == [60, 60]
+    assert {t["n"] for t in saved["targets"]} == {60, 120}
+    assert saved["blas_threads"], "the BLAS thread comparison ran"
+    markdown = (tmp_path / "speed_results.md").read_text(encoding="utf-8")
+    assert "## Targets" in markdown and "load average at start" in markdown
+
+
+def test_speed_measures_what_the_stores_return(tmp_path: Path) -> None:
+    # The brute-force baseline and the embedded store agree on the nearest memories.
+    data = speed.make_dataset(200, 3, seed=1)
+    brute = speed.NumpyBrute()
+    brute.add(data, 0, 200)
+    embedded = speed.EmbeddedSystem(tmp_path / "store", data)
+    try:
+        embedded.add(data, 0, 200)
+        for i in range(3):
+            expected = [f"m{j}" for j in brute.top_k(data.queries[i], 5)]
+            got = embedded.store.recall(embedded.namespace, data.queries[i].tolist(), 5)
+            assert [r.memory.id for r in got] == expected
+    finally:
+        embedded.close()
+
+
+@pytest.mark.neo4j
+@pytest.mark.skipif(not os.environ.get("GRAPHMEM_NEO4J_URI"), reason="GRAPHMEM_NEO4J_URI unset")
+def test_speed_smoke_on_neo4j(tmp_path: Path) -> None:
+    result = speed.execute(_speed_args(tmp_path, "--no-langgraph", "--no-plots"))
+
+    cases = {row["case"] for row in result["latency"]}
+    assert "graphmem neo4j: two-phase λ=0.5" in cases
+    assert "neo4j-graphrag VectorRetriever" in cases
+    assert any(r["system"] == "graphmem neo4j" and r["per_s"] for r in result["ingest"])
+
+
+def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    quality.add_arguments(parser)
+    options = ["--embedder", "hashing", "--max-questions", "3", "--epochs", "1", "--quiet"]
+    args = parser.parse_args([*options, "--out", str(tmp_path)])
+    result = quality.execute(args)
+
+    assert {Path(p).name for p in result["files"]} == {
+        "quality_results.json",
+        "quality_results.md",
+        "quality_recall.png",
+    }
+    rows = result["rows"]
+    assert len(rows) == 10
+    for row in rows:
+        assert row["questions"] == 3
+        assert 0.0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1.0
+        assert 0.0 <= row["ndcg@10"] <= 1.0
+    # With every Q neutral, two-phase ranks exactly like similarity.
+    by = {(r["config"], r["how"]): r for r in rows}
+    for config in ("graphmem, session Notes", "graphmem, turn Notes → max"):
+        neutral = by[(config, "λ=0.5, neutral Q (= λ=0)")]
+        plain = by[(config, "λ=0, key=query")]
+        assert {k: neutral[k] for k in ("recall@1", "recall@10", "ndcg@10")} == {
+            k: plain[k] for k in ("recall@1", "recall@10", "ndcg@10")
+        }
+
+
+def test_quality_metrics() -> None:
+    relevant = frozenset({"a", "b"})
+    assert quality.recall_at(["a", "x", "b"], relevant, 1) == 0.5
+    assert quality.recall_at(["a", "x", "b"], relevant, 5) == 1.0
+    assert quality.ndcg_at(["a", "b", "x"], relevant) == pytest.approx(1.0)
+    assert quality.ndcg_at(["x", "y"], relevant) == 0.0
+    assert quality.by_best(["s2", "s1", "s2", "s3"]) == ["s2", "s1", "s3"]
+
+
+def test_cli_passes_options_on_to_the_benchmark(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["bench", "speed", "--help"])
+    assert done.value.code == 0
+    assert "--sizes" in capsys.readouterr().out
+
+
+def test_cli_without_a_checkout_says_where_the_benchmarks_are(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # An installed wheel: no bench package importable, no bench/ beside the graphmem package.
+    for name in ("bench", "bench.speed", "bench.retrieval_quality"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setattr(cli_bench, "__file__", str(tmp_path / "graphmem" / "cli_bench.py"))
+    with pytest.raises(ConfigError, match="source checkout"):
+        cli_bench.load("bench.speed")
+    assert cli.main(["bench", "quality"]) == 2
+    assert "bench/ folder" in capsys.readouterr().err
