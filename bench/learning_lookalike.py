@@ -18,7 +18,8 @@ rest of its budget (small chance of success). Without memory it explores from th
 
 Every episode goes through graphmem: ``retrieve`` (an Episode records the hit) →
 ``finish_episode`` (Q ← Q + α(R − Q) on the hit) → ``update`` with ``validation`` (a success is
-built as a new procedure keyed by its task text; ``--frozen`` skips this). Demotion of
+built as a new procedure keyed by its task text; ``--frozen`` skips this, and then demotion
+is applied directly to the hits where a condition has it). Demotion of
 persistently low-Q memories (graphmem's obsolescence, on by default in MemoryConfig) is switched
 off in the main conditions so that the retrieval score alone is compared; the ``+demotion`` rows
 switch it on.
@@ -160,6 +161,7 @@ def run_stream(
     """One stream under ``cond``; returns per-episode records (task = the chore)."""
     from graphmem.build import procedure_chain
     from graphmem.memory import GraphMemory
+    from graphmem.obsolescence import demote
     from graphmem.stores.embedded import EmbeddedStore
 
     rng = random.Random(stream_seed)
@@ -188,10 +190,12 @@ def run_stream(
             text = task_text(chore, rng)
             luck = rng.random()
             followed: list[str] = []
+            hit_ids: list[str] = []
             episode_id = None
             if cond.use_memory:
                 found = mem.retrieve(ns, text, retrieval, open_episode=True)
                 episode_id = found.episode_id
+                hit_ids = [h.memory.id for h in found.hits]
                 if found.hits:
                     chain, _ = procedure_chain(mem.store, ns, found.hits[0].memory.id)
                     followed = [s.action for s in chain]
@@ -218,6 +222,9 @@ def run_stream(
                         strategy=UpdateStrategy.VALIDATION,
                         episode_id=episode_id,
                     )
+                elif cond.demotion and hit_ids:
+                    # Without update() nothing demotes; do what update() would do on its hits.
+                    demote(mem, ns, hit_ids)
     finally:
         mem.close()
     return records
@@ -355,6 +362,9 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any], block: int) 
             margin,
             "",
             markdown_table(head, table),
+            "",
+            "Q0=0 with rewards ±1 is Q0=0.5 with rewards {0, 1} doubled and shifted: the z-scores "
+            "over a pool are the same, so those two rows should agree (up to float ties).",
             "",
             f"## Success per block of {block} (mean over streams)",
             "",
