@@ -55,7 +55,7 @@ from bench.common import (
 )
 from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
 from graphmem.metrics import EpisodeRecord, summarise
-from graphmem.models import Granularity, Hit, MemoryKind, Note, Procedure
+from graphmem.models import Granularity, Hit, MemoryKind, Procedure
 
 log = logging.getLogger(__name__)
 
@@ -163,13 +163,13 @@ def bench_hints(memory: Any, namespace: str, task: str, hits: Sequence[Hit]) -> 
     """Hints from retrieved hits: each fact of a fact note; successful procedures of this very
     task text (another start's moves would mislead the explorer). Tips are free text the
     rule-based explorer cannot act on; an LLM policy would read them through the prompt."""
-    from flows.textworld_agent import FACTS_HEADER
+    from flows.textworld_agent import fact_lines
 
     hints: list[str] = []
     for hit in hits:
         m = hit.memory
-        if isinstance(m, Note) and m.content.startswith(FACTS_HEADER):
-            hints.extend(line.strip() for line in m.content.splitlines()[1:] if line.strip())
+        if (facts := fact_lines(m)) is not None:
+            hints.extend(facts)
         elif isinstance(m, Procedure) and m.success and m.task_text == task:
             hints.extend(procedure_hints(memory, namespace, m))
     return list(dict.fromkeys(hints))
@@ -233,6 +233,16 @@ class CountingPolicy:
     def feedback(self, action: str, observation: str, reward: float) -> None:
         self.inner.feedback(action, observation, reward)
 
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]:
+        ask = getattr(self.inner, "recall_queries", None)
+        return list(ask(observation, valid_actions, inventory)) if ask else []
+
+    def add_hints(self, hints: Sequence[str]) -> None:
+        if add := getattr(self.inner, "add_hints", None):
+            add(hints)
+
 
 @contextmanager
 def token_counter(enabled: bool) -> Iterator[Callable[[], int]]:
@@ -276,7 +286,7 @@ def run_condition(
     """Play ``seeds`` then ``repeat`` under ``condition`` through the agent flow."""
     from flows.agent import build_agent_graph, run_task
     from flows.state import AgentContext
-    from flows.textworld_agent import learn_facts
+    from flows.textworld_agent import RECALL_RETRIEVAL, learn_facts_by_subject
     from graphmem.envs.agents import make_explorer
 
     memory = open_memory(store_dir, embedder, condition, llm=llm)
@@ -297,8 +307,9 @@ def run_condition(
         policy=policy,
         use_memory=condition.use_memory,
         hints=bench_hints,
-        learn=learn_facts,
+        learn=learn_facts_by_subject,
         task_prefix=game,
+        recall=RECALL_RETRIEVAL.model_copy(update={"lam": condition.lam}),
     )
     run = StreamRun(condition.name)
     n_blocks = -(-len(seeds) // block)

@@ -9,6 +9,11 @@ policy step per graph step, so every step can be streamed or interrupted)::
 no-memory baseline of the same agent). The environment, the policy and the memory come from the
 run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"seed": n}`` in.
 
+Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
+questions (:class:`~graphmem.envs.agents.RecallingPolicy`, e.g. "where does the gray coat
+belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
+and those memories join the task's Episode, so the reward credits them as well.
+
 Each policy step is a graph step, so a run needs a recursion limit above the step budget;
 :func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
 """
@@ -28,6 +33,7 @@ from flows.retrieve import build_retrieve_graph
 from flows.state import AgentContext, AgentState, StepRecord, resolve
 from flows.update import build_update_graph
 from graphmem.build import procedure_chain
+from graphmem.envs.agents import RecallingPolicy
 from graphmem.errors import ConfigError
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
@@ -86,6 +92,7 @@ def build_agent_graph(
             "valid_actions": list(obs.valid_actions),
             "inventory": obs.inventory,
             "steps": [],
+            "recalled": [],
             "done": False,
             "success": False,
             "score": 0.0,
@@ -120,9 +127,39 @@ def build_agent_graph(
         ctx.policy.begin(state["task"], hints=hints, seed=state["seed"])
         return {"hints": hints}
 
+    def recall(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Answer the policy's questions from memory; the hits join the task's Episode."""
+        ctx = _agent_context(runtime)
+        policy = ctx.policy
+        if not (ctx.use_memory and ctx.recall is not None):
+            return {}
+        if not isinstance(policy, RecallingPolicy):
+            return {}
+        questions = policy.recall_queries(
+            state["observation"], state["valid_actions"], state.get("inventory", "")
+        )
+        if not questions:
+            return {}
+        mem, namespace, _ = resolve(runtime, memory)
+        episode_id = state.get("episode_id")
+        recalled = list(state.get("recalled", []))
+        for question in questions:
+            found = mem.retrieve(
+                namespace,
+                question,
+                ctx.recall,
+                open_episode=episode_id is None,
+                episode_id=episode_id,
+            )
+            episode_id = episode_id or found.episode_id
+            recalled.extend(h.memory.id for h in found.hits)
+            policy.add_hints((ctx.hints or default_hints)(mem, namespace, question, found.hits))
+        return {"episode_id": episode_id, "recalled": list(dict.fromkeys(recalled))}
+
     def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         ctx = _agent_context(runtime)
         assert ctx.env is not None and ctx.policy is not None
+        update = recall(state, runtime)
         decision = ctx.policy.act(
             state["observation"], state["valid_actions"], state.get("inventory", "")
         )
@@ -136,6 +173,7 @@ def build_agent_graph(
             reward=float(result.reward),
         )
         return {
+            **update,
             "steps": [*state.get("steps", []), step],
             "observation": obs.text,
             "valid_actions": list(obs.valid_actions),

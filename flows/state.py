@@ -61,6 +61,9 @@ class AgentContext(MemoryContext):
     ``env`` follows :class:`graphmem.envs.base.GameEnv` (reset / step / step_budget) and
     ``policy`` follows :class:`graphmem.envs.agents.Policy` (begin / act / feedback).
     ``use_memory=False`` runs the same agent without retrieval or learning (the baseline).
+    ``recall`` (a retrieval config) lets a policy that asks questions during the task
+    (:class:`graphmem.envs.agents.RecallingPolicy`) get answers before each step; what it
+    recalls joins the task's Episode, so it is credited like the first retrieval.
     """
 
     env: GameEnv | None = None
@@ -70,6 +73,7 @@ class AgentContext(MemoryContext):
     hints: HintsFn | None = None
     learn: LearnFn | None = None
     task_prefix: str = ""
+    recall: RetrievalConfig | None = None
 
 
 def resolve(
@@ -172,6 +176,7 @@ class AgentState(TypedDict, total=False):
     hits: list[HitRecord]
     prompt: str
     hints: list[str]
+    recalled: list[str]
     observation: str
     valid_actions: list[str]
     inventory: str

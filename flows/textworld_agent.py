@@ -41,10 +41,11 @@ from flows.agent import build_agent_graph, default_hints, run_task
 from flows.state import AgentContext, AgentState
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.envs.agents import Decision, Policy, make_explorer
-from graphmem.envs.hints import extract_facts
+from graphmem.envs.hints import extract_facts, fact_subject
 from graphmem.envs.textworld import TextWorldEnv
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
+from graphmem.obsolescence import supersede
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +54,23 @@ TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NO
 utility Q learned from outcomes decides which notes are handed to the explorer."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
+RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,))
+"""Questions asked during a game ("where does the gray coat belong?") recall 10 fact notes and
+keep the 3 best by two-phase score."""
+
 FACTS_TAG = "textworld-facts"
 FACTS_HEADER = "Facts learned in:"
+FACTS_ABOUT = "Facts about"
+
+
+def fact_lines(memory: Any) -> list[str] | None:
+    """The facts of a fact note (None for any other memory)."""
+    # The header, not the tag, marks a fact note: evolution may give a note new tags.
+    if not isinstance(memory, Note):
+        return None
+    if not memory.content.startswith((FACTS_HEADER, FACTS_ABOUT)):
+        return None
+    return [line.strip() for line in memory.content.splitlines()[1:] if line.strip()]
 
 
 # ---- memory ↔ policy -------------------------------------------------------------------------
@@ -68,10 +84,8 @@ def textworld_hints(
     hints: list[str] = []
     for hit in hits:
         m = hit.memory
-        # The header, not the tag, marks a fact note: evolution may give a note new tags.
-        if isinstance(m, Note) and m.content.startswith(FACTS_HEADER):
-            lines = m.content.splitlines()[1:]
-            hints.extend(line.strip() for line in lines if line.strip())
+        if (facts := fact_lines(m)) is not None:
+            hints.extend(facts)
         elif isinstance(m, Procedure):
             if m.success and m.task_text == task:
                 hints.extend(default_hints(memory, namespace, task, [hit]))
@@ -90,6 +104,52 @@ def learn_facts(memory: GraphMemory, namespace: str, state: AgentState) -> list[
     content = "\n".join([f"{FACTS_HEADER} {state['task']}", *facts])
     note = memory.add_note(namespace, content, tags=[FACTS_TAG])
     return [note.id]
+
+
+def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentState) -> list[str]:
+    """Save the facts a game taught as one note per subject (an item, a cooking verb).
+
+    Notes about one thing answer the questions an agent asks during a game ("where does the
+    gray coat belong?") better than a note of a whole game, whose text is mostly about other
+    things. A subject that already has a note gets a consolidated one: the old facts plus the
+    new (where they contradict, this game's), and the new note SUPERSEDES the old, which
+    becomes obsolete. Returns the new notes' ids.
+    """
+    steps = [(s["action"], s["observation"], s["reward"]) for s in state.get("steps", [])]
+    by_subject: dict[str, list[str]] = {}
+    for fact in extract_facts(steps):
+        by_subject.setdefault(fact_subject(fact) or "this game", []).append(fact)
+    ids: list[str] = []
+    for subject, facts in by_subject.items():
+        header = f"{FACTS_ABOUT} {subject}:"
+        older = _subject_notes(memory, namespace, header)
+        known = [f for note in older for f in fact_lines(note) or []]
+        merged = list(dict.fromkeys([*facts, *(f for f in known if _negation(f) not in facts)]))
+        note = memory.add_note(namespace, "\n".join([header, *merged]), tags=[FACTS_TAG])
+        if note.obsolete:  # the same facts as a note retired earlier: the live one holds them
+            continue
+        for old in older:
+            if old.id != note.id:
+                supersede(memory, namespace, note.id, old.id)
+        ids.append(note.id)
+    return ids
+
+
+def _subject_notes(memory: GraphMemory, namespace: str, header: str) -> list[Note]:
+    """The live fact notes whose first line is ``header``."""
+    found = memory.retrieve(namespace, header, k1=5, k2=5, lam=0.0, kinds=(MemoryKind.NOTE,))
+    return [
+        m
+        for m in found.memories
+        if isinstance(m, Note) and not m.obsolete and m.content.split("\n", 1)[0] == header
+    ]
+
+
+def _negation(fact: str) -> str:
+    """The fact that contradicts ``fact`` ("x belongs in y" ↔ "x does not belong in y")."""
+    if " does not belong in " in fact:
+        return fact.replace(" does not belong in ", " belongs in ", 1)
+    return fact.replace(" belongs in ", " does not belong in ", 1)
 
 
 # ---- an LLM policy ---------------------------------------------------------------------------

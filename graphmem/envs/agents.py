@@ -18,7 +18,7 @@ import re
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from graphmem.envs.hints import Knowledge, parse_hints
 
@@ -45,6 +45,21 @@ class Policy(Protocol):
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision: ...
 
     def feedback(self, action: str, observation: str, reward: float) -> None: ...
+
+
+@runtime_checkable
+class RecallingPolicy(Policy, Protocol):
+    """A policy that asks memory questions during the episode, not only at its start.
+
+    Before each step the agent flow calls ``recall_queries``; it retrieves for each query and
+    hands what it found to ``add_hints``. A question is asked once per episode.
+    """
+
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]: ...
+
+    def add_hints(self, hints: Sequence[str]) -> None: ...
 
 
 def inventory_items(inventory: str) -> list[str]:
@@ -76,6 +91,24 @@ class Explorer:
         self.replay: deque[str] = deque(a for seq in self.knowledge.sequences for a in seq)
         self.valid: frozenset[str] = frozenset()
         self.closed_doors: set[tuple[str, str]] = set()
+        self.asked: set[str] = set()
+
+    # -- memory during the episode ---------------------------------------------------------
+
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]:
+        """Questions for memory now (each asked once per episode); none by default."""
+        return []
+
+    def _ask(self, questions: Iterable[str]) -> list[str]:
+        new = [q for q in dict.fromkeys(questions) if q not in self.asked]
+        self.asked.update(new)
+        return new
+
+    def add_hints(self, hints: Sequence[str]) -> None:
+        """Merge facts recalled during the episode (action sequences are not replayed)."""
+        self.knowledge.merge(parse_hints(hints), sequences=False)
 
     # -- observing -------------------------------------------------------------------------
 
@@ -201,6 +234,18 @@ class TwcExplorer(Explorer):
                 self.receptacle_room[m.group(1)] = self.room
                 closed.discard(m.group(1))
 
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]:
+        """Where does each item in sight or in hand belong, when this episode does not know?"""
+        items = [a[5:] for a in valid_actions if a.startswith("take ")]
+        items += inventory_items(inventory)
+        return self._ask(
+            f"where does {i} belong: {i} belongs in"
+            for i in items
+            if i not in self.placed and i not in self.junk and not self.knowledge.targets(i)
+        )
+
     def _replay_ok(self, action: str) -> bool:
         if action.startswith("take ") and action[5:] in self.placed:
             return False
@@ -321,6 +366,22 @@ class CookingExplorer(Explorer):
             if (m := _RECIPE_LINE.match(line))
         ]
         self.read = True
+
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]:
+        """Once the recipe is read: which device each cooking verb needs, where ingredients are."""
+        if not self.read and "Ingredients:" not in observation:
+            return []
+        if not self.read:
+            self._parse_recipe(observation)
+        k = self.knowledge
+        verbs = {v for v, _ in self.directions if v not in _CUT_VERBS and v != "prepare"}
+        questions = [f"{v} means cook in which device" for v in sorted(verbs - set(k.cook_devices))]
+        questions += [
+            f"where is {i} found: {i} is found in" for i in self.ingredients if i not in k.found_in
+        ]
+        return self._ask(questions)
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
         super().feedback(action, observation, reward)

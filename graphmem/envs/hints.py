@@ -50,6 +50,21 @@ class Knowledge:
         if place not in places:
             places.append(place)
 
+    def merge(self, other: Knowledge, *, sequences: bool = True) -> None:
+        """Add what ``other`` knows (facts learned in this episode are kept: they come first)."""
+        for item, places in other.placements.items():
+            for place in places:
+                self.add_placement(item, place)
+        self.wrong |= other.wrong
+        for verb, device in other.cook_devices.items():
+            self.cook_devices.setdefault(verb, device)
+        for item, places in other.found_in.items():
+            known = self.found_in.setdefault(item, [])
+            known.extend(p for p in places if p not in known)
+        self.avoid_actions |= other.avoid_actions
+        if sequences:
+            self.sequences.extend(other.sequences)
+
     def targets(self, item: str) -> list[str]:
         """Known places for ``item`` that are not known to be wrong."""
         return [p for p in self.placements.get(item, []) if (item, p) not in self.wrong]
@@ -153,6 +168,23 @@ def extract_facts(steps: Sequence[tuple[str, str, float]]) -> list[str]:
             if place and "cookbook" not in item:
                 add(f"{item} is found in {place}")
     return facts
+
+
+_SUBJECT = re.compile(
+    r"^(.+?) (?:belongs in|does not belong in|is found in|means cook in) .+$"
+)
+
+
+def fact_subject(fact: str) -> str | None:
+    """What a fact from :func:`extract_facts` is about (the item, or the cooking verb).
+
+    >>> fact_subject("gray coat does not belong in bath tub")
+    'gray coat'
+    >>> fact_subject("fry means cook in stove")
+    'fry'
+    """
+    m = _SUBJECT.match(fact)
+    return m.group(1) if m else None
 
 
 def distill_actions(steps: Sequence[tuple[str, str, float]]) -> list[str]:
