@@ -11,7 +11,13 @@ from collections.abc import Iterator
 import pytest
 
 from graphmem.envs.agents import inventory_items, make_explorer
-from graphmem.envs.hints import distill_actions, extract_facts, hints_from_procedures, parse_hints
+from graphmem.envs.hints import (
+    distill_actions,
+    extract_facts,
+    fact_subject,
+    hints_from_procedures,
+    parse_hints,
+)
 from graphmem.envs.jvm import InvalidEnvInput, has_java17
 from graphmem.envs.runner import run_episode
 from graphmem.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
@@ -100,6 +106,50 @@ def test_twc_explorer_prefers_remembered_placement() -> None:
     assert blind.act("You are in the bedroom.", valid, "Inventory: \n  a hat\n").action == (
         "put hat in bed"
     )
+
+
+def test_twc_explorer_asks_once_about_unplaced_items_and_uses_the_answer() -> None:
+    policy = make_explorer("twc")
+    policy.begin("Tidy up.", hints=["hat belongs in hat rack"], seed=0)
+    valid = ["take sock", "take hat", "put mug in bed", "move west"]
+    inventory = "Inventory: \n  a mug\n"
+    questions = policy.recall_queries("You are in the bedroom.", valid, inventory)
+    assert questions == [
+        "where does sock belong: sock belongs in",
+        "where does mug belong: mug belongs in",
+    ], "nothing is asked about the hat: memory already said where it goes"
+    assert policy.recall_queries("You are in the bedroom.", valid, inventory) == []
+    policy.add_hints(["mug belongs in bed", "sock does not belong in bed", "take a; take b"])
+    assert policy.knowledge.targets("mug") == ["bed"]
+    assert ("sock", "bed") in policy.knowledge.wrong
+    assert not policy.knowledge.sequences, "sequences recalled mid-game are not replayed"
+
+
+def test_cooking_explorer_asks_about_devices_and_ingredients_after_the_recipe() -> None:
+    policy = make_explorer("cookingworld")
+    policy.begin("Cook a meal.", hints=["fry means cook in stove"], seed=0)
+    assert policy.recall_queries("You are in the kitchen.", ["read cookbook"], "") == []
+    recipe = (
+        "Ingredients:\n  red apple\n  carrot\n\nDirections:\n  slice the red apple\n"
+        "  roast the red apple\n  fry the carrot\n  prepare meal\n"
+    )
+    assert policy.recall_queries(recipe, [], "") == [
+        "roast means cook in which device",
+        "where is red apple found: red apple is found in",
+        "where is carrot found: carrot is found in",
+    ]
+    policy.add_hints(["roast means cook in oven", "fry means cook in toaster"])
+    assert policy.knowledge.cook_devices == {"fry": "stove", "roast": "oven"}, (
+        "what the episode already knew wins over a recalled fact"
+    )
+
+
+def test_fact_subject_names_the_item_or_verb() -> None:
+    assert fact_subject("gray coat does not belong in bath tub") == "gray coat"
+    assert fact_subject("gray coat belongs in coat hanger") == "gray coat"
+    assert fact_subject("fry means cook in stove") == "fry"
+    assert fact_subject("block of cheese is found in fridge") == "block of cheese"
+    assert fact_subject("take key") is None
 
 
 def test_sw_substitution_adapts_actions() -> None:

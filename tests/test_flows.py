@@ -301,6 +301,56 @@ def test_agent_flow_without_memory_learns_nothing(mem: GraphMemory, namespace: s
     assert list(mem.store.iter_nodes(namespace)) == []
 
 
+class AskingPolicy(ReplayPolicy):
+    """Asks memory where the key is before its first step (a RecallingPolicy)."""
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        super().begin(task, hints, seed)
+        self.questions: list[str] = []
+        self.answers: list[str] = []
+
+    def recall_queries(
+        self, observation: str, valid_actions: Sequence[str], inventory: str
+    ) -> list[str]:
+        if self.questions:
+            return []
+        self.questions.append("where is the key? open box 3")
+        return list(self.questions)
+
+    def add_hints(self, hints: Sequence[str]) -> None:
+        self.answers.extend(hints)
+        self.todo.extend(a.strip() for h in hints for a in h.split(";") if a.strip())
+
+
+def test_agent_flow_answers_questions_during_the_task(mem: GraphMemory, namespace: str) -> None:
+    note = mem.add_note(namespace, "open box 3; take key")
+    graph = build_agent_graph().compile()
+    policy = AskingPolicy()
+    only_procedures = RetrievalConfig(kinds=(MemoryKind.PROCEDURE,))
+    context = AgentContext(
+        namespace=namespace,
+        memory=mem,
+        env=BoxesGame(),
+        policy=policy,
+        retrieval=only_procedures,
+        recall=RetrievalConfig(k1=5, k2=1, kinds=(MemoryKind.NOTE,)),
+    )
+    out = run_task(graph, 0, context)
+    assert out["hits"] == [], "the first retrieval finds no procedure"
+    assert policy.questions == ["where is the key? open box 3"]
+    assert policy.answers == ["open box 3; take key"]
+    assert out["recalled"] == [note.id]
+    assert [s["action"] for s in out["steps"]] == ["open box 3", "take key"]
+    retrieved = mem.store.edges(namespace, out["episode_id"], kinds=[EdgeKind.RETRIEVED])
+    assert [e.dst for e in retrieved] == [note.id], "what was recalled joins the Episode"
+    assert out["q_updates"] == {note.id: pytest.approx(0.55)}
+
+    asker = AskingPolicy()
+    no_recall = AgentContext(namespace=namespace, memory=mem, env=BoxesGame(), policy=asker)
+    again = run_task(graph, 1, no_recall)
+    assert again["recalled"] == [] and asker.answers == [], "no recall config: no questions"
+
+
 def test_agent_flow_needs_env_and_policy(mem: GraphMemory, namespace: str) -> None:
     graph = build_agent_graph().compile()
     with pytest.raises(ConfigError, match="AgentContext"):

@@ -9,7 +9,13 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from flows.textworld_agent import ChatPolicy, choose_action, run_stream
+from flows.textworld_agent import (
+    ChatPolicy,
+    choose_action,
+    fact_lines,
+    learn_facts_by_subject,
+    run_stream,
+)
 from graphmem.embedding import HashingEmbedder
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Note
@@ -39,6 +45,53 @@ def test_choose_action_matches_a_valid_action() -> None:
     )
     assert choose_action("opn the fridg", valid) == "open fridge"
     assert choose_action("anything", []) == "look around"
+
+
+def _game(*steps: tuple[str, str, float]) -> Any:
+    return {
+        "task": "twc tidy up",
+        "steps": [{"action": a, "observation": o, "reward": r, "thought": ""} for a, o, r in steps],
+    }
+
+
+def test_facts_are_consolidated_one_live_note_per_subject() -> None:
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+    ns = "facts"
+    first = learn_facts_by_subject(
+        mem,
+        ns,
+        _game(
+            ("put hat in bed", "Wrong place.", -1.0),
+            ("put hat in hat rack", "You put the hat on the hat rack.", 1.0),
+            ("put mug in sink", "Wrong place.", -1.0),
+        ),
+    )
+    assert len(first) == 2
+    second = learn_facts_by_subject(
+        mem,
+        ns,
+        _game(
+            ("put mug in cupboard", "You put the mug in the cupboard.", 1.0),
+            ("put hat in hat rack", "Wrong place.", -1.0),
+        ),
+    )
+    live = [m for m in mem.store.iter_nodes(ns, [MemoryKind.NOTE]) if not m.obsolete]
+    facts = {fact_lines(m)[0]: fact_lines(m) for m in live if fact_lines(m)}
+    assert sorted(fact_lines(m)[0] for m in live if fact_lines(m)) == [
+        "hat does not belong in hat rack",
+        "mug belongs in cupboard",
+    ], "one live note per subject"
+    assert facts["mug belongs in cupboard"] == [
+        "mug belongs in cupboard",
+        "mug does not belong in sink",
+    ]
+    assert facts["hat does not belong in hat rack"] == [
+        "hat does not belong in hat rack",
+        "hat does not belong in bed",
+    ], "a contradicted fact gives way to the newer one"
+    assert {m.id for m in live} == set(second)
+    for old in first:
+        assert mem.get(ns, old).obsolete, "the earlier notes are superseded"
 
 
 @pytest.mark.java

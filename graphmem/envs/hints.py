@@ -170,9 +170,7 @@ def extract_facts(steps: Sequence[tuple[str, str, float]]) -> list[str]:
     return facts
 
 
-_SUBJECT = re.compile(
-    r"^(.+?) (?:belongs in|does not belong in|is found in|means cook in) .+$"
-)
+_SUBJECT = re.compile(r"^(.+?) (?:belongs in|does not belong in|is found in|means cook in) .+$")
 
 
 def fact_subject(fact: str) -> str | None:
