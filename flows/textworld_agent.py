@@ -38,7 +38,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from flows.agent import build_agent_graph, default_hints, run_task
-from flows.state import AgentContext, AgentState
+from flows.state import AgentContext, AgentState, LearnFn
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.envs.agents import Decision, Policy, make_explorer
 from graphmem.envs.hints import extract_facts, fact_subject
@@ -249,8 +249,16 @@ def run_stream(
     strategy: UpdateStrategy = UpdateStrategy.ADJUSTMENT,
     retrieval: RetrievalConfig = TEXTWORLD_RETRIEVAL,
     env: TextWorldEnv | None = None,
+    recall: RetrievalConfig | None = RECALL_RETRIEVAL,
+    learn: LearnFn = learn_facts_by_subject,
 ) -> StreamResult:
-    """Play each seed once, in order, learning between games when ``use_memory``."""
+    """Play each seed once, in order, learning between games when ``use_memory``.
+
+    Memory is read when a game starts (``retrieval``) and, with ``recall``, whenever the
+    explorer meets something it does not know ("where does the gray coat belong?"); ``learn``
+    saves the facts a game taught (by default one consolidated note per subject;
+    :func:`learn_facts` keeps one note per game).
+    """
     graph = build_agent_graph().compile(name=f"textworld-{game}")
     own_env = env is None
     env = env or TextWorldEnv(game, step_budget=step_budget or DEFAULT_BUDGET.get(game, 50))
@@ -264,8 +272,9 @@ def run_stream(
         fold=fold,
         use_memory=use_memory,
         hints=textworld_hints,
-        learn=learn_facts,
+        learn=learn,
         task_prefix=game,
+        recall=recall,
     )
     result = StreamResult()
     try:
