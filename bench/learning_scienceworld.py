@@ -51,7 +51,14 @@ from graphmem.models import MemoryKind, Procedure
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TASKS = ("use-thermometer", "power-component", "find-non-living-thing")
+DEFAULT_TASKS = (
+    "use-thermometer",
+    "power-component",
+    "find-non-living-thing",
+    "find-living-thing",
+    "find-plant",
+    "chemistry-mix-paint-secondary-color",
+)
 CONDITIONS = ("none", "memory")
 RETRIEVAL = RetrievalConfig(k1=5, k2=3, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 NAMESPACE = "scienceworld"
@@ -284,7 +291,7 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma list of tasks")
     parser.add_argument("--train", type=int, default=5, help="gold train variations per task")
-    parser.add_argument("--test", type=int, default=4, help="test variations per task")
+    parser.add_argument("--test", type=int, default=5, help="test variations per task")
     parser.add_argument("--budget", type=int, default=60, help="steps per episode (60)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--store", choices=("disk", "memory"), default="disk")

@@ -180,6 +180,16 @@ def test_sw_replay_adapter_walks_to_rooms_and_adapts_objects() -> None:
     assert policy.act(kitchen, [], "").action == "heat milk"
 
 
+def test_sw_replay_adapter_focuses_only_on_what_is_in_sight_as_a_word() -> None:
+    policy = ReplayAdapter()
+    policy.begin("Find a(n) non-living thing. First, focus on the thing. Then, move it.")
+    room = "This room is called the kitchen. In it, you see: something sticky, a soap bar"
+    decision = policy.act(room, ["focus on soap bar", "look around"], "")
+    assert decision.action != "focus on thing", "'thing' is only part of 'something'"
+    policy.begin("Focus on the soap bar.")
+    assert policy.act(room, ["focus on soap bar"], "").action == "focus on soap bar"
+
+
 # -- with the JVM --------------------------------------------------------------------------
 
 

@@ -384,7 +384,9 @@ class ReplayAdapter:
         return self._choose(f"go to {hop}", f"walk to the {goal}")
 
     def _in_sight(self, thing: str, inventory: str) -> bool:
-        return thing in self.seen or thing in inventory
+        # Whole words: "thing" is not in sight because the room holds "something".
+        pattern = re.compile(rf"\b{re.escape(thing)}\b")
+        return bool(pattern.search(self.seen) or pattern.search(inventory))
 
     def _search(self) -> Decision | None:
         if not self.seen:
