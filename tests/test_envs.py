@@ -190,6 +190,25 @@ def test_sw_replay_adapter_focuses_only_on_what_is_in_sight_as_a_word() -> None:
     assert policy.act(room, ["focus on soap bar"], "").action == "focus on soap bar"
 
 
+def test_sw_replay_adapter_uses_a_stand_in_for_an_absent_thing() -> None:
+    task = "Your task is to find a(n) non-living thing. Then, move it to the red box."
+    hints = [
+        "Your task is to find a(n) non-living thing. Then, move it to the blue box. :: "
+        "focus on soap; move soap to blue box",
+        "Your task is to find a(n) non-living thing. Then, move it to the green box. :: "
+        "focus on chair; move chair to green box",
+        "Your task is to find a(n) living thing. Then, move it to the red box. :: "
+        "focus on bee; move bee to red box",
+    ]
+    policy = ReplayAdapter()
+    policy.begin(task, hints=hints)
+    assert policy.stand_ins == ["soap", "chair"], "only from procedures of this very task"
+    room = "This room is called the bedroom. In it, you see: a chair, a bee, a red box"
+    assert policy.act(room, [], "").action == "focus on chair"
+    policy.feedback("focus on chair", "You focus on the chair.", 0.0)
+    assert policy.act("You focus on the chair.", [], "").action == "move chair to red box"
+
+
 # -- with the JVM --------------------------------------------------------------------------
 
 

@@ -280,6 +280,10 @@ def _object_of(action: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def _first_sentence(text: str) -> str:
+    return text.strip().split(". ", 1)[0].strip().lower()
+
+
 def room_edges(actions: Sequence[str]) -> set[tuple[str, str]]:
     """Room adjacencies a procedure reveals: consecutive ``go to A`` ... ``go to B`` moves."""
     edges: set[tuple[str, str]] = set()
@@ -323,6 +327,17 @@ class ReplayAdapter:
         best = max(procedures, key=lambda d: similarity(task, d), default=None)
         plan = procedures[best] if best else []
         adapted = adapt_actions(plan, substitutions(best, task)) if best else []
+        # What served as "the thing" in procedures of this very task (same first sentence):
+        # stand-ins when the replayed procedure's own object is not around.
+        self.stand_ins: list[str] = list(
+            dict.fromkeys(
+                obj
+                for desc, seq in procedures.items()
+                if _first_sentence(desc) == _first_sentence(task)
+                for action in adapt_actions(seq, substitutions(desc, task))
+                if action.startswith("focus on ") and (obj := _object_of(action))
+            )
+        )
         # Door openings are redone by the navigator, whatever room the variation starts in.
         self.plan = [a for a in adapted if not a.startswith("open door to ")]
         self.tried: Counter[str] = Counter()
@@ -422,6 +437,11 @@ class ReplayAdapter:
                 self.plan.pop(0)
                 continue
             thing = _object_of(action)
+            if thing and not self._in_sight(thing, inventory) and action.startswith("focus on "):
+                stand_in = next((o for o in self.stand_ins if self._in_sight(o, inventory)), None)
+                if stand_in:
+                    self.plan = adapt_actions(self.plan, {thing: stand_in})
+                    action, thing = self.plan[0], stand_in
             if thing and not self._in_sight(thing, inventory):
                 # Not here: search unvisited rooms for it for a while, else skip the step
                 # (a focus on something absent would fail the task).
