@@ -13,11 +13,14 @@ condition plays the same stream with a fresh memory:
 
 The agent is the LangGraph agent flow (:mod:`flows.agent`): retrieve (two-phase, an Episode
 records what was handed over) → the rule-based explorer of :mod:`graphmem.envs.agents` plays with
-the hints → ``finish_episode`` (Q ← Q + α(R − Q)) → ``GraphMemory.update`` with the strategy
-(procedures built at the granularity, tips and corrections on failure) → a note of the facts the
-game taught (:func:`flows.textworld_agent.learn_facts`) → A-MEM evolution. Retrieval recalls fact
-notes and procedures together; a procedure is replayed only when its task text is the current
-task's (the game's start), so look-alike starts of different seeds can mislead it.
+the hints, asking memory about every item or cooking verb it meets without knowing it (in-task
+recall, two-phase with the condition's λ, k1=10, k2=3; the hits join the Episode) →
+``finish_episode`` (Q ← Q + α(R − Q)) → ``GraphMemory.update`` with the strategy (procedures
+built at the granularity, tips and corrections on failure) → the facts the game taught, one
+consolidated note per subject (:func:`flows.textworld_agent.learn_facts_by_subject`) → A-MEM
+evolution. The first retrieval recalls fact notes and procedures together; a procedure is
+replayed only when its task text is the current task's (the game's start), so look-alike
+starts of different seeds can mislead it.
 
 With ``--llm`` the policy is the configured OpenAI-compatible chat model
 (``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY``) and the memory's
@@ -623,10 +626,14 @@ DESIGN_NOTES = """## How the grid is built
   no repeated task, so forgetting (solved in the first pass, failed on the repeat) is measured on
   those 50; the repeat pass is also where same-task procedures are replayed.
 - Agent: the LangGraph agent flow (`flows.agent`) with the rule-based explorer; memory goes
-  through graphmem for real: two-phase retrieval over fact notes and procedures (k1=50, k2=25,
-  an Episode per game), `finish_episode` (Q updates, α=0.1, rewards {0, 1}, Q0=0.5), `update`
-  with the condition's strategy (procedures at its granularity, tips/corrections on failure),
-  a fact note per game, A-MEM evolution. Demotion of low-Q memories is on (graphmem default).
+  through graphmem for real: two-phase retrieval over fact notes and procedures when a game
+  starts (k1=50, k2=25, an Episode per game), in-task recall whenever the explorer meets an
+  item or cooking verb it knows nothing about ("where does the gray coat belong?", k1=10,
+  k2=3, same λ, hits join the Episode), `finish_episode` (Q updates, α=0.1, rewards {0, 1},
+  Q0=0.5), `update` with the condition's strategy (procedures at its granularity,
+  tips/corrections on failure), the game's facts as one consolidated note per subject (the
+  new note SUPERSEDES the old), A-MEM evolution. Demotion of low-Q memories is on (graphmem
+  default).
 - Grid: `none` / `sim` (λ=0) / `two-phase` (λ=0.5) at proceduralized + adjustment on both games
   at budgets 30 and 80; the granularity (trajectory, script) and strategy (vanilla, validation)
   ablations on twc at budget 30 only.
