@@ -605,6 +605,8 @@ def targets_markdown(results: Sequence[dict[str, Any]]) -> str:
                 continue
             r = by[name]
             gain, steps = r.get("success_gain_pp", 0.0), r.get("steps_change", 0.0)
+            base_last = by["none"]["steps_per_block"][-1]
+            last = r["steps_per_block"][-1] / base_last - 1 if base_last else 0.0
             rows.append(
                 [
                     f"{res['game']} b{res['budget']}",
@@ -613,9 +615,18 @@ def targets_markdown(results: Sequence[dict[str, Any]]) -> str:
                     "yes" if gain >= 20 else "no",
                     f"{steps:+.0%}",
                     "yes" if steps <= -0.30 else "no",
+                    f"{last:+.0%}",
                 ]
             )
-    head = ["run", "condition", "Δ success (pp)", "≥ +20 pp", "Δ mean steps", "≤ −30 %"]
+    head = [
+        "run",
+        "condition",
+        "Δ success (pp)",
+        "≥ +20 pp",
+        "Δ mean steps",
+        "≤ −30 %",
+        "Δ steps, last block",
+    ]
     return markdown_table(head, rows)
 
 
@@ -638,8 +649,11 @@ DESIGN_NOTES = """## How the grid is built
   at budgets 30 and 80; the granularity (trajectory, script) and strategy (vanilla, validation)
   ablations on twc at budget 30 only.
 - Mean steps count every first-pass game (a failure costs the whole budget); "steps if solved"
-  averages the solved ones. LLM calls/tokens are 0: the policy and all memory LLM steps run
-  offline (`--llm` uses GRAPHMEM_LLM_BASE_URL / _MODEL / _API_KEY and counts them)."""
+  averages the solved ones. In cookingworld the no-memory explorer fails *early* (a wrong
+  guess of the device a verb needs ends the game), so memory turns short failures into
+  full-length successes and mean steps do not fall; there memory changes whether the game is
+  won, not how long the recipe takes. LLM calls/tokens are 0: the policy and all memory
+  LLM steps run offline (`--llm` uses GRAPHMEM_LLM_BASE_URL / _MODEL / _API_KEY and counts them)."""
 
 
 def summary_markdown(results: Sequence[dict[str, Any]], command: str, machine: Any) -> str:
