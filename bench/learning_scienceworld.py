@@ -14,7 +14,7 @@ task description is the key). Then the first ``--test`` *test* variations are pl
   memory and reflects on failures (tips), so later variations can also draw on the agent's runs.
 
 ScienceWorld is slow (0.1–0.3 s a step with valid actions listed), so the default grid is small:
-3 task types × 5 train × 4 test variations, 60 steps — about 10–15 minutes on 2 loaded cores.
+6 task types × 5 train × 5 test variations, 60 steps — about 4 minutes on 2 cores.
 Success is rare for this agent on unseen variations; the partial score (ScienceWorld's 0..100
 progress, here 0..1) says how far it got.
 
