@@ -129,6 +129,7 @@ def test_cooking_explorer_asks_about_devices_and_ingredients_after_the_recipe() 
     policy = make_explorer("cookingworld")
     policy.begin("Cook a meal.", hints=["fry means cook in stove"], seed=0)
     assert policy.recall_queries("You are in the kitchen.", ["read cookbook"], "") == []
+    assert policy.recall_queries("Ingredients: (the page is torn)", [], "") == []
     recipe = (
         "Ingredients:\n  red apple\n  carrot\n\nDirections:\n  slice the red apple\n"
         "  roast the red apple\n  fry the carrot\n  prepare meal\n"

@@ -328,6 +328,10 @@ _CUT_VERBS = ("slice", "chop", "dice")
 _RECIPE_LINE = re.compile(r"^\s*(\w+) the (.+?)\s*$")
 
 
+def _has_recipe(text: str) -> bool:
+    return "Ingredients:" in text and "Directions:" in text
+
+
 class CookingExplorer(Explorer):
     """CookingWorld: read the recipe, gather ingredients (and a knife), cut, cook, eat.
 
@@ -354,7 +358,7 @@ class CookingExplorer(Explorer):
                 self.devices[m.group(1)] = self.room
             elif action.startswith("open ") and not action.startswith("open door"):
                 self.containers[action[5:]] = self.room
-        if "Ingredients:" in observation and "Directions:" in observation:
+        if _has_recipe(observation):
             self._parse_recipe(observation)
 
     def _parse_recipe(self, text: str) -> None:
@@ -371,10 +375,11 @@ class CookingExplorer(Explorer):
         self, observation: str, valid_actions: Sequence[str], inventory: str
     ) -> list[str]:
         """Once the recipe is read: which device each cooking verb needs, where ingredients are."""
-        if not self.read and "Ingredients:" not in observation:
-            return []
-        if not self.read:
+        # Asked before this step's act(), so the recipe on screen is read here first.
+        if not self.read and _has_recipe(observation):
             self._parse_recipe(observation)
+        if not self.read:
+            return []
         k = self.knowledge
         verbs = {v for v, _ in self.directions if v not in _CUT_VERBS and v != "prepare"}
         questions = [f"{v} means cook in which device" for v in sorted(verbs - set(k.cook_devices))]
