@@ -290,28 +290,90 @@ def run_stream(
     return result
 
 
+TWX_GAMES = (
+    *("twc", "cookingworld", "coin"),
+    *("mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"),
+)
+"""Games TextWorldExpress generates (the first three have their own explorers)."""
+
+
 def _seed_range(text: str) -> range:
-    lo, _, hi = text.partition("-")
-    return range(int(lo), int(hi or lo) + 1)
+    """``--seeds``: one seed (``7``) or an inclusive range (``0-19``) of non-negative seeds."""
+    lo, sep, hi = text.strip().partition("-")
+    try:
+        seeds = range(int(lo), int(hi if sep else lo) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a seed or a range like 0-19, got {text[:40]!r}"
+        ) from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"the range {text[:40]!r} holds no seed")
+    return seeds
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m flows.textworld_agent", description=__doc__)
-    parser.add_argument("--game", default="cookingworld", help="twc, cookingworld or coin")
-    parser.add_argument("--seeds", default="0-19", help="a seed or a range like 0-19")
-    parser.add_argument("--budget", type=int, default=None, help="steps per game")
-    parser.add_argument("--namespace", default="textworld-agent")
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _namespace(text: str) -> str:
+    from graphmem.errors import InvalidNamespace
+    from graphmem.models import check_namespace
+
+    try:
+        return check_namespace(text)
+    except InvalidNamespace as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def _parser() -> argparse.ArgumentParser:
+    from graphmem.cli import OneLineParser
+
+    parser = OneLineParser(prog="python -m flows.textworld_agent", description=__doc__)
+    parser.command = "textworld_agent"
+    parser.add_argument("--game", default="cookingworld", choices=TWX_GAMES, help="the game")
+    parser.add_argument("--seeds", type=_seed_range, default="0-19", help="7 or a range: 0-19")
+    parser.add_argument("--budget", type=_positive, default=None, help="steps per game")
+    parser.add_argument("--namespace", type=_namespace, default="textworld-agent")
     parser.add_argument("--no-memory", action="store_true", help="the same agent, no memory")
     parser.add_argument("--llm", action="store_true", help="policy: the configured chat model")
     parser.add_argument("--persist", action="store_true", help="use GRAPHMEM_STORE / Neo4j")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Play the stream; a usage or configuration mistake is one line on stderr and exit 2.
+
+    Everything is checked (arguments, settings, the chat model for ``--llm``) before a store is
+    opened or Java started.
+    """
+    from graphmem.cli import one_line
+    from graphmem.errors import GraphmemError
+
+    args = _parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     log.setLevel(logging.INFO)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy tracebacks on JVM shutdown
+    try:
+        result = _play(args)
+    except GraphmemError as e:
+        print(f"textworld_agent: error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    solved = sum(result.successes)
+    print(f"{args.game}: solved {solved}/{len(result.successes)} ({result.success_rate:.0%})")
+    return 0
 
+
+def _play(args: argparse.Namespace) -> StreamResult:
     from graphmem.settings import Settings
 
     settings = Settings.from_env()
+    policy: Any = ChatPolicy(chat_model_from_settings()) if args.llm else None
     if args.persist:
         memory = settings.open_memory()
     else:
@@ -320,20 +382,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         memory = GraphMemory(
             EmbeddedStore.in_memory(), embedder=settings.make_embedder(), llm=settings.make_llm()
         )
-    policy: Any = ChatPolicy(chat_model_from_settings()) if args.llm else None
     with memory:
-        result = run_stream(
+        return run_stream(
             memory,
             args.namespace,
             game=args.game,
-            seeds=_seed_range(args.seeds),
+            seeds=args.seeds,
             use_memory=not args.no_memory,
             policy=policy,
             step_budget=args.budget,
         )
-    solved = sum(result.successes)
-    print(f"{args.game}: solved {solved}/{len(result.successes)} ({result.success_rate:.0%})")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

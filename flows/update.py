@@ -5,7 +5,8 @@ State :class:`~flows.state.UpdateState`: ``episode_id``, ``reward``, ``success``
 ``update`` summary out.
 
 - ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved
-  (skipped without an episode or a reward; an episode finished already is left as it is);
+  (skipped without an episode or a reward; a retried run replays the recorded outcome, and an
+  episode finished already with another reward is left as it is, with a warning);
 - ``reflect``: ``GraphMemory.update`` with the context's strategy (vanilla / validation /
   adjustment: on failure a Tip and a corrected procedure) — skipped without a trajectory.
 """
@@ -41,8 +42,8 @@ def build_update_graph(
             outcome = mem.finish_episode(
                 namespace, episode_id, reward, success=state.get("success")
             )
-        except EpisodeFinished:
-            log.info("episode %s was finished already; its reward is not applied again", episode_id)
+        except EpisodeFinished as e:  # finished already with another reward: nothing changes
+            log.warning("%s", e)
             return {"q_updates": {}}
         return {"q_updates": outcome.q}
 

@@ -245,6 +245,8 @@ def add_note(mem: GraphMemory, namespace: str, content: str, **fields: Any) -> N
     reserved = sorted(_NOTE_RESERVED & set(fields))
     if reserved:
         raise InvalidInput(f"add_note sets {', '.join(reserved)} itself; do not pass them")
+    if "q" in fields:  # Q is bounded by the reward range; ranking and demotion rely on it
+        fields = {**fields, "q": mem.config.check_q(fields["q"])}
     digest = content_hash("note", content)
     Note(namespace=namespace, content=content, content_hash=digest, **fields)  # validate first
     existing = mem.store.find_by_hash(namespace, MemoryKind.NOTE, digest)

@@ -9,12 +9,32 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import NoReturn, cast
 
 from graphmem.errors import GraphmemError
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line, ``<command>: error: …``, exit 2.
+
+    Sub-command parsers are made of the same class, so every command behaves alike; the line
+    points at ``--help`` instead of printing the usage block.
+    """
+
+    command = "graphmem"
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.command}: error: {one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: what an error line must be, whatever a message holds."""
+    return " ".join(text.splitlines()).strip()
 
 
 def _command_groups() -> list[Register]:
@@ -28,16 +48,26 @@ def _command_groups() -> list[Register]:
     from graphmem.cli_bench import register as bench_commands
 
     groups.append(bench_commands)
+    from graphmem.cli_store_check import register as store_check_commands
+
+    groups.append(store_check_commands)
+    from graphmem.cli_memory import register as memory_commands
+
+    groups.append(memory_commands)
     return groups
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="graphmem",
         description="Long-term memory for LLM agents that learns which memories help.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log what happens")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # Sub-parsers are OneLineParsers too (argparse makes them of the parent's class).
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]",
+        parser.add_subparsers(dest="command", metavar="COMMAND"),
+    )
     for register in _command_groups():
         register(sub)
     return parser
@@ -56,13 +86,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     try:
         result = handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
     except GraphmemError as e:
-        print(f"graphmem: error: {e}", file=sys.stderr)
+        print(f"graphmem: error: {one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("graphmem: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
     return int(result or 0)
+
+
+def _closed_pipe() -> int:
+    """The reader of our output went away (``graphmem export - | head -1``): stop quietly.
+
+    Output still buffered would fail again at exit, so stdout is pointed at /dev/null first.
+    Exit status 141 (128 + SIGPIPE) is what a shell reports for a process killed this way.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 141
 
 
 if __name__ == "__main__":  # pragma: no cover

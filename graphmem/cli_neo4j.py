@@ -72,8 +72,10 @@ def _password(args: argparse.Namespace, data_dir: Path) -> str | None:
     saved = data_dir / "conf" / "password"
     if saved.is_file():
         return saved.read_text(encoding="utf-8").strip()
+    from graphmem.neo4j_server import make_private_dir
+
     password = secrets.token_urlsafe(18)
-    saved.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(make_private_dir(data_dir) / "conf")
     fd = os.open(saved, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write(password + "\n")

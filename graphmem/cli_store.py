@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from graphmem.errors import InvalidInput, StoreError
-from graphmem.settings import Settings
+from graphmem.settings import Settings, redact_uri
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +38,7 @@ def _stats(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"backend": settings.backend, "namespaces": table}, indent=2))
             return 0
-        where = settings.neo4j_uri if settings.neo4j_uri else str(settings.store_path)
+        where = redact_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
         print(f"store: {settings.backend} ({where}), dimension {store.dimension}")
         if not table:
             print("no memories yet")
@@ -80,8 +80,11 @@ def _import(args: argparse.Namespace) -> int:
             path = Path(args.path)
             if not path.is_file():
                 raise InvalidInput(f"no such file: {path}")
-            with path.open(encoding="utf-8") as lines:
-                nodes, edges = store.import_jsonl(lines, namespace=args.namespace)
+            try:
+                with path.open(encoding="utf-8") as lines:
+                    nodes, edges = store.import_jsonl(lines, namespace=args.namespace)
+            except OSError as e:  # unreadable (permissions, I/O error): nothing was imported
+                raise InvalidInput(f"cannot read {path}: {e.strerror or e}") from e
         print(f"imported {nodes} memories and {edges} edges", file=sys.stderr)
     finally:
         store.close()

@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, InvalidInput
 from graphmem.models import Granularity, GraphmemModel, KeyMode, MemoryKind
 
 
@@ -73,17 +74,53 @@ class UpdateConfig(GraphmemModel):
 
 
 class ObsolescenceConfig(GraphmemModel):
-    """When a memory is demoted: its Q stays below ``q_below`` after ``min_uses`` uses."""
+    """When a memory is demoted: after ``min_uses`` uses its Q is still below a threshold.
+
+    The threshold follows the reward scale. A memory is demoted once its Q has fallen
+    ``margin`` of the way from the neutral Q0 down to the failure reward::
+
+        threshold = Q0 - margin * (Q0 - R_fail)
+
+    ``R_fail`` is ``MemoryConfig.failure_reward``, or the bottom of the reward range
+    (``reward_min``) when a failure does not pull Q below Q0 (Q0 = 0 with rewards {0, 1}).
+    Shifting or scaling Q0 and the rewards together moves the threshold with them, so demotion
+    decides the same way on every scale, as the z-scored ranking does: {0, 1} with Q0 = 0.5
+    gives 0.25 (the historical default), ±1 with Q0 = 0 gives -0.5, ±1 with Q0 = 0.5 gives
+    -0.25. A memory that only ever fails crosses it after log(1 - margin) / log(1 - α) uses
+    (7 with α = 0.1). ``q_below`` sets an absolute threshold instead.
+
+    >>> from graphmem.config import MemoryConfig
+    >>> ObsolescenceConfig().threshold(MemoryConfig())
+    0.25
+    >>> ObsolescenceConfig().threshold(MemoryConfig(q0=0.0, failure_reward=-1.0))
+    -0.5
+    """
 
     enabled: bool = Field(default=True, description="Demote during update (explicit calls work).")
     min_uses: int = Field(default=5, ge=1, description="Uses before a memory can be judged.")
-    q_below: float = Field(
-        default=0.25, description="Demote when q is below this (rewards {0, 1}: 0.25)."
+    margin: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=1.0,
+        description="Demote once Q has fallen this fraction of the way from Q0 to the failure "
+        "reward.",
+    )
+    q_below: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description="An absolute threshold that replaces the one derived from Q0 and margin.",
     )
     kinds: tuple[MemoryKind, ...] = Field(
         default=(MemoryKind.NOTE, MemoryKind.TASK, MemoryKind.PROCEDURE, MemoryKind.TIP),
         description="Kinds that can be demoted.",
     )
+
+    def threshold(self, memory: MemoryConfig) -> float:
+        """The Q below which a used memory is demoted, for ``memory``'s Q0 and rewards."""
+        if self.q_below is not None:
+            return self.q_below
+        low = memory.failure_reward if memory.failure_reward < memory.q0 else memory.reward_min
+        return memory.q0 - self.margin * (memory.q0 - low)
 
 
 class EvolutionConfig(GraphmemModel):
@@ -103,12 +140,26 @@ class EvolutionConfig(GraphmemModel):
 
 
 class MemoryConfig(GraphmemModel):
-    """Defaults of a GraphMemory instance."""
+    """Defaults of a GraphMemory instance.
+
+    Rewards must lie in ``[reward_min, reward_max]`` (default ``[-1, 1]``; MemRL and Mem^p use
+    {0, 1} or ±1). Every Q starts at ``q0`` inside that range and ``Q ← Q + α(R − Q)`` keeps it
+    there, so Q is bounded by the reward range.
+
+    >>> MemoryConfig().check_reward(0.5)
+    0.5
+    >>> MemoryConfig().check_reward(2.0)
+    Traceback (most recent call last):
+    ...
+    graphmem.errors.InvalidInput: reward 2.0 is outside the reward range [-1, 1]
+    """
 
     alpha: float = Field(default=0.1, gt=0.0, le=1.0, description="Q learning rate.")
     q0: float = Field(default=0.5, description="Initial (neutral) Q of a new memory.")
     success_reward: float = 1.0
     failure_reward: float = 0.0
+    reward_min: float = Field(default=-1.0, description="Lowest reward an episode may get.")
+    reward_max: float = Field(default=1.0, description="Highest reward an episode may get.")
     granularity: Granularity = Granularity.PROCEDURALIZED
     key_mode: KeyMode = KeyMode.QUERY
     dedupe_threshold: float = Field(
@@ -122,6 +173,41 @@ class MemoryConfig(GraphmemModel):
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     obsolescence: ObsolescenceConfig = Field(default_factory=ObsolescenceConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+
+    @model_validator(mode="after")
+    def _reward_range(self) -> MemoryConfig:
+        lo, hi = self.reward_min, self.reward_max
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ConfigError(f"the reward range [{lo:g}, {hi:g}] must be finite and non-empty")
+        for name in ("q0", "success_reward", "failure_reward"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and lo <= value <= hi):
+                raise ConfigError(
+                    f"{name}={value:g} lies outside the reward range [{lo:g}, {hi:g}]"
+                )
+        return self
+
+    def check_reward(self, reward: object) -> float:
+        """``reward`` as a float if it is a number inside the reward range; else InvalidInput."""
+        return self._in_range("reward", reward)
+
+    def check_q(self, q: object) -> float:
+        """A Q value as a float if it lies inside the reward range; else InvalidInput."""
+        return self._in_range("q", q)
+
+    def _in_range(self, name: str, value: object) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise InvalidInput(f"{name} must be a number, got {type(value).__name__}")
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond any float
+            number = math.inf if value > 0 else -math.inf
+        if not (math.isfinite(number) and self.reward_min <= number <= self.reward_max):
+            raise InvalidInput(
+                f"{name} {number!r} is outside the reward range "
+                f"[{self.reward_min:g}, {self.reward_max:g}]"
+            )
+        return number
 
 
 SIMILARITY_ONLY = RetrievalConfig(lam=0.0)

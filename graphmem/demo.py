@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, InvalidNamespace
 from graphmem.metrics import EpisodeRecord, LearningSummary, blocks, summarise
-from graphmem.models import MemoryKind, Procedure
-from graphmem.settings import Settings
+from graphmem.models import MemoryKind, Procedure, check_namespace
+from graphmem.settings import Settings, redact_uri
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -26,17 +27,67 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEMO_NAMESPACE = "demo"
+DEMO_GAMES = ("cookingworld", "twc", "coin")
+"""The TextWorldExpress games the demo's rule-based explorers are built for."""
+MIN_EPISODES = 5
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="watch an agent learn with graphmem (needs Java 17)")
-    demo.add_argument("--game", default="cookingworld", help="cookingworld (default) or twc")
-    demo.add_argument("--episodes", type=int, default=30, help="games in the stream (30)")
-    demo.add_argument("--budget", type=int, default=None, help="steps per game")
+    demo.add_argument(
+        "--game", default="cookingworld", choices=DEMO_GAMES, help="cookingworld (default) or twc"
+    )
+    demo.add_argument(
+        "--episodes", type=_at_least(MIN_EPISODES), default=30, help="games in the stream (30)"
+    )
+    demo.add_argument("--budget", type=_at_least(1), default=None, help="steps per game")
     demo.add_argument("--out", default="demo-out", help="where pictures go (demo-out/)")
-    demo.add_argument("--namespace", default=DEMO_NAMESPACE, help="memory namespace (demo)")
+    demo.add_argument(
+        "--namespace", type=_namespace, default=DEMO_NAMESPACE, help="memory namespace (demo)"
+    )
     demo.add_argument("--keep", action="store_true", help="keep what the namespace already holds")
     demo.set_defaults(handler=_run)
+
+
+def _at_least(low: int) -> Callable[[str], int]:
+    """An argparse type: an integer of at least ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text[:40]!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _namespace(text: str) -> str:
+    try:
+        return check_namespace(text)
+    except InvalidNamespace as e:
+        raise argparse.ArgumentTypeError(str(e)) from e
+
+
+def check_demo_args(game: str, episodes: int, budget: int | None, namespace: str) -> None:
+    """Refuse a bad argument (or a missing Java) before the demo deletes or writes anything."""
+    from graphmem.envs.jvm import JavaNotFound, find_java17
+
+    if game not in DEMO_GAMES:
+        raise ConfigError(f"unknown demo game {game!r}: use one of {', '.join(DEMO_GAMES)}")
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < MIN_EPISODES:
+        raise ConfigError(f"the demo needs at least {MIN_EPISODES} episodes, got {episodes!r}")
+    if budget is not None and (
+        isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+    ):
+        raise ConfigError(f"the step budget must be a positive integer, got {budget!r}")
+    check_namespace(namespace)
+    try:
+        find_java17()
+    except JavaNotFound as e:
+        raise ConfigError(f"the demo plays text games, which need Java 17: {e}") from e
 
 
 def _records(successes: list[bool], steps: list[int], seeds: list[int]) -> list[EpisodeRecord]:
@@ -125,7 +176,11 @@ def run_demo(
     namespace: str = DEMO_NAMESPACE,
     keep: bool = False,
 ) -> tuple[LearningSummary, LearningSummary]:
-    """Play the stream without and with memory; returns both summaries."""
+    """Play the stream without and with memory; returns both summaries.
+
+    Every argument is checked (and Java found) before the namespace is cleared.
+    """
+    check_demo_args(game, episodes, budget, namespace)
     from tqdm import tqdm
 
     from flows.textworld_agent import run_stream
@@ -133,11 +188,9 @@ def run_demo(
     from graphmem.memory import GraphMemory
     from graphmem.stores.embedded import EmbeddedStore
 
-    if episodes < 5:
-        raise ConfigError("the demo needs at least 5 episodes")
     out.mkdir(parents=True, exist_ok=True)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy on JVM shutdown
-    where = settings.neo4j_uri or str(settings.store_path)
+    where = redact_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
     print(f"graphmem demo: {episodes} {game} games, memory in {settings.backend} ({where})")
     print("loading the embedder ...", flush=True)
     memory = settings.open_memory()

@@ -2,8 +2,9 @@
 
 An :class:`~graphmem.models.Episode` records what a retrieval put in the agent's context, as
 ``(Episode)-[:RETRIEVED {rank, sim, q, score}]->(Memory)`` edges. When the episode ends with
-reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to exactly those memories, through
-the store's atomic ``update_utility``, and closes the episode; it refuses to finish one twice.
+reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to exactly those memories and closes
+the episode, as one atomic store operation (``MemoryStore.finish_episode``) that is idempotent by
+episode id: however often it is retried, repeated or raced, the reward is credited once.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -23,7 +24,8 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from graphmem.errors import GraphmemError, InvalidInput
+from graphmem.errors import EpisodeFinished as EpisodeFinished  # re-exported
+from graphmem.errors import InvalidInput
 from graphmem.models import (
     AnyMemory,
     Edge,
@@ -34,7 +36,7 @@ from graphmem.models import (
     check_namespace,
     utcnow,
 )
-from graphmem.stores.base import MemoryStore, check_alpha_reward
+from graphmem.stores.base import MemoryStore, check_alpha_reward, credited_order
 
 if TYPE_CHECKING:
     from graphmem.config import RetrievalConfig
@@ -44,30 +46,26 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class EpisodeFinished(GraphmemError):
-    """The episode was finished already; a reward is credited once."""
-
-    def __init__(self, episode_id: str, namespace: str) -> None:
-        super().__init__(
-            f"episode {episode_id!r} in namespace {namespace!r} is already finished; "
-            "its reward was credited once and is not applied again"
-        )
-        self.episode_id = episode_id
-        self.namespace = namespace
-
-
 class EpisodeOutcome(BaseModel):
-    """A finished episode and the memories whose Q its reward moved."""
+    """A finished episode and the memories whose Q its reward moved.
+
+    ``replayed`` is True when the call found the episode finished already with the same reward
+    (a retry): it credited nothing and reports what the one real finish did.
+    """
 
     episode: Episode
     updated: list[AnyMemory] = Field(
-        default_factory=list, description="The credited memories, with their new q values."
+        default_factory=list, description="The credited memories, as they are now."
     )
+    q_after: dict[str, float] = Field(
+        default_factory=dict, description="Each credited memory's q right after the finish."
+    )
+    replayed: bool = Field(default=False, description="True when this call credited nothing.")
 
     @property
     def q(self) -> dict[str, float]:
-        """New q per credited memory id."""
-        return {m.id: m.q for m in self.updated}
+        """New q per credited memory id (as the finish left it)."""
+        return dict(self.q_after)
 
 
 class QChange(BaseModel):
@@ -160,8 +158,7 @@ def record_retrieval(
 def retrieved_ids(store: MemoryStore, namespace: str, episode_id: str) -> list[str]:
     """Ids of the memories an episode RETRIEVED, in rank order."""
     edges = store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
-    edges.sort(key=lambda e: (_as_int(e.props.get("rank")), e.dst))
-    return list(dict.fromkeys(e.dst for e in edges))
+    return credited_order(edges)
 
 
 # ---- finishing ---------------------------------------------------------------------------
@@ -179,83 +176,40 @@ def finish_episode(
     """Credit ``reward`` to exactly the memories the episode retrieved, and close it.
 
     ``Q ← Q + α(R − Q)`` with ``α = alpha`` or ``mem.config.alpha``; ``success`` defaults to
-    ``reward >= mem.config.success_reward``. Finishing twice raises :class:`EpisodeFinished`;
-    an unknown episode raises MemoryNotFound. Either way nothing changes.
+    ``reward >= mem.config.success_reward``; ``reward`` must lie in the config's reward range.
+    One atomic store operation, idempotent by episode id: a retried, repeated or concurrent
+    finish with the same reward returns the recorded outcome (``replayed=True``) and credits
+    nothing; another reward raises :class:`EpisodeFinished`. An unknown episode raises
+    MemoryNotFound. A call that raises changed nothing.
     """
     check_namespace(namespace)
     check_id(episode_id)
     a = mem.config.alpha if alpha is None else alpha
-    if isinstance(reward, bool) or not isinstance(reward, int | float):
-        raise InvalidInput(f"reward must be a number, got {type(reward).__name__}")
-    check_alpha_reward(float(a), float(reward))
-    r = float(reward)
+    if isinstance(a, bool) or not isinstance(a, int | float):
+        raise InvalidInput(f"alpha must be a number, got {type(a).__name__}")
+    r = mem.config.check_reward(reward)
+    check_alpha_reward(float(a), r)
     succeeded = r >= mem.config.success_reward if success is None else bool(success)
 
-    get_open_episode(mem.store, namespace, episode_id)
-    ids = retrieved_ids(mem.store, namespace, episode_id)
-
-    # Close first so a second finish is refused while the utility update runs; if the update
-    # fails, reopen, so the call changed nothing and can be retried.
-    episode = mem.store.patch(
-        namespace,
-        episode_id,
-        {
-            "status": EpisodeStatus.FINISHED,
-            "reward": r,
-            "success": succeeded,
-            "finished_at": utcnow(),
-        },
+    credit = mem.store.finish_episode(
+        namespace, episode_id, r, float(a), success=succeeded, finished_at=utcnow()
     )
-    updated: list[AnyMemory] = []
-    if ids:
-        try:
-            updated = mem.store.update_utility(namespace, ids, r, float(a), success=succeeded)
-        except BaseException:
-            mem.store.patch(
-                namespace,
-                episode_id,
-                {
-                    "status": EpisodeStatus.OPEN,
-                    "reward": None,
-                    "success": None,
-                    "finished_at": None,
-                },
-            )
-            raise
-        _annotate(mem.store, namespace, episode_id, updated, float(a))
-    assert isinstance(episode, Episode)
-    log.info(
-        "finished episode %s ns=%s reward=%s: %d memories credited",
-        episode_id,
-        namespace,
-        r,
-        len(updated),
-    )
-    return EpisodeOutcome(episode=episode, updated=updated)
-
-
-def _annotate(
-    store: MemoryStore, namespace: str, episode_id: str, updated: list[AnyMemory], alpha: float
-) -> None:
-    """Record the q each credited memory reached on its RETRIEVED edge, for Q history.
-
-    The learning has happened by now, so a failure here is logged, not raised: raising would
-    invite a retry that the finished episode (rightly) refuses.
-    """
-    edges = [
-        Edge(
-            namespace=namespace,
-            kind=EdgeKind.RETRIEVED,
-            src=episode_id,
-            dst=m.id,
-            props={"q_after": m.q, "alpha": alpha},
+    if credit.replayed:
+        log.info("episode %s ns=%s was finished already: outcome replayed", episode_id, namespace)
+    else:
+        log.info(
+            "finished episode %s ns=%s reward=%s: %d memories credited",
+            episode_id,
+            namespace,
+            r,
+            len(credit.q_after),
         )
-        for m in updated
-    ]
-    try:
-        store.upsert((), edges)
-    except GraphmemError:
-        log.warning("episode %s: could not record q_after on its RETRIEVED edges", episode_id)
+    return EpisodeOutcome(
+        episode=credit.episode,
+        updated=credit.updated,
+        q_after=credit.q_after,
+        replayed=credit.replayed,
+    )
 
 
 # ---- history -----------------------------------------------------------------------------
@@ -293,10 +247,6 @@ def q_history(mem: GraphMemory, namespace: str, memory_id: str) -> list[QChange]
         )
     out.sort(key=lambda c: (c.finished_at, c.episode_id))
     return out
-
-
-def _as_int(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 1 << 30
 
 
 def _opt_int(value: object) -> int | None:

@@ -78,3 +78,28 @@ class LLMError(GraphmemError):
 
 class ConfigError(GraphmemError, ValueError):
     """A configuration value (environment variable, preset name, option) is invalid."""
+
+
+class EpisodeFinished(GraphmemError):
+    """The episode was finished already with another reward; a reward is credited once.
+
+    Finishing again with the *same* reward is not an error: it returns the recorded outcome.
+    """
+
+    def __init__(
+        self,
+        episode_id: str,
+        namespace: str,
+        reward: float | None = None,
+        asked: float | None = None,
+    ) -> None:
+        detail = ""
+        if reward is not None and asked is not None:
+            detail = f" with reward {reward:g}; a different reward ({asked:g}) is refused"
+        super().__init__(
+            f"episode {episode_id!r} in namespace {namespace!r} is already finished{detail}; "
+            "its reward was credited once and is not applied again"
+        )
+        self.episode_id = episode_id
+        self.namespace = namespace
+        self.reward = reward

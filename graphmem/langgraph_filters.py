@@ -78,7 +78,7 @@ def _operator(present: bool, actual: Any, op: str, expected: Any) -> bool:
     if not present:
         return False
     a, b = _comparable(actual), _comparable(expected)
-    if a is None or b is None or type(a) is not type(b):
+    if a is None or b is None or isinstance(a, str) != isinstance(b, str):
         return False
     if op == "$gt":
         return a > b  # type: ignore[operator]
@@ -89,12 +89,18 @@ def _operator(present: bool, actual: Any, op: str, expected: Any) -> bool:
     return a <= b  # type: ignore[operator]
 
 
-def _comparable(x: Any) -> float | str | None:
-    """Numbers compare as floats and strings as strings; anything else never compares."""
+def _comparable(x: Any) -> int | float | str | None:
+    """Numbers compare as numbers and strings as strings; anything else never compares.
+
+    Integers stay integers: Python compares int with float exactly, while ``float(10**400)``
+    overflows.
+    """
     if isinstance(x, bool):
         return None
-    if isinstance(x, int | float):
-        return None if math.isnan(float(x)) else float(x)
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float):
+        return None if math.isnan(x) else x
     if isinstance(x, str):
         return x
     return None

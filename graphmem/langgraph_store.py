@@ -93,27 +93,49 @@ def escape_label(label: str) -> str:
         if ch in _SAFE:
             out.append(ch)
         else:
-            out.extend(f".{b:02x}" for b in ch.encode("utf-8"))
+            out.extend(f".{b:02x}" for b in _utf8(ch, "a namespace label"))
     return "".join(out)
 
 
 def unescape_label(text: str) -> str:
-    """Inverse of :func:`escape_label`."""
+    """Inverse of :func:`escape_label`; InvalidNamespace for text it never writes.
+
+    Other graphmem namespaces may sit under a store's root (``<root>/.zz`` is a valid graphmem
+    namespace), so decoding is strict: bad escapes, bytes that are not UTF-8 and non-canonical
+    spellings (``.41`` for ``A``) are refused rather than guessed.
+    """
     raw = bytearray()
     i = 0
     while i < len(text):
         if text[i] == ".":
-            raw.append(int(text[i + 1 : i + 3], 16))
+            pair = text[i + 1 : i + 3]
+            if len(pair) != 2 or not all(c in "0123456789abcdef" for c in pair):
+                raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+            raw.append(int(pair, 16))
             i += 3
         else:
-            raw.extend(text[i].encode("utf-8"))
+            raw.extend(text[i].encode("utf-8", "surrogatepass"))
             i += 1
-    return raw.decode("utf-8")
+    try:
+        label = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label") from e
+    if escape_label(label) != text:
+        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+    return label
 
 
 def item_id(key: str) -> str:
     """The memory id of an item key (any string): a stable hash, so gets are direct lookups."""
-    return "lg-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:40]
+    return "lg-" + hashlib.sha256(_utf8(key, "an item key")).hexdigest()[:40]
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        error = InvalidNamespace if what.startswith("a namespace") else InvalidInput
+        raise error(f"{what} is not valid Unicode text (a lone surrogate?)") from e
 
 
 class GraphSearchItem(SearchItem):
@@ -205,10 +227,21 @@ class GraphMemoryStore(BaseStore):
         return name
 
     def _decode(self, graph_ns: str) -> tuple[str, ...] | None:
+        """The LangGraph namespace a graphmem namespace holds, or None if it holds none (not
+        under the root, or written by something other than this store)."""
         head = self.root + "/"
         if not graph_ns.startswith(head):
             return None
-        return tuple(unescape_label(p) for p in graph_ns[len(head) :].split("/"))
+        try:
+            labels = tuple(unescape_label(p) for p in graph_ns[len(head) :].split("/"))
+        except InvalidNamespace:
+            log.debug(
+                "namespace %r is under root %r but is not a LangGraph one", graph_ns, self.root
+            )
+            return None
+        if any(not label or "." in label or "\x00" in label for label in labels):
+            return None  # labels LangGraph itself refuses
+        return labels
 
     def _graph_namespaces(self) -> Iterator[tuple[str, tuple[str, ...]]]:
         for graph_ns in self.memory.store.namespaces():

@@ -190,6 +190,16 @@ class GraphMemory:
 
         return update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
 
+    def restore(self, namespace: str, memory_id: str) -> AnyMemory:
+        """Undo a demotion: the memory is live and retrievable again, its Q and uses untouched.
+
+        The exact inverse of demotion (``UpdateResult.demoted`` lists what ``update`` demoted);
+        a superseded memory is refused with InvalidInput.
+        """
+        from graphmem.obsolescence import restore
+
+        return restore(self, namespace, memory_id)
+
     def evolve(self, namespace: str, memory_id: str) -> EvolutionResult:
         """A-MEM evolution: link a memory to its neighbours and refresh them as new versions."""
         from graphmem.evolve import evolve

@@ -36,6 +36,10 @@ MAX_TEXT_CHARS = 1_000_000
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@/\-]{0,127}\Z")
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:\-]{0,127}\Z")
 
+MIN_VECTOR_NORM, MAX_VECTOR_NORM = 1e-30, 1e30
+"""Embedding norms every store accepts: outside them float32 dot products (the embedded store's
+matrix, Neo4j's vector index) underflow or overflow."""
+
 PropValue: TypeAlias = str | int | float | bool | None
 
 
@@ -169,6 +173,8 @@ def check_vector(vector: Any, dimension: int | None = None) -> list[float]:
         raise InvalidVector("an embedding must be a flat sequence of numbers, not text")
     try:
         values = [float(x) for x in vector]
+    except OverflowError as e:  # an integer beyond float range, e.g. 10**400
+        raise InvalidVector("an embedding must contain only finite numbers") from e
     except (TypeError, ValueError) as e:
         raise InvalidVector("an embedding must be a flat sequence of numbers") from e
     if not values:
@@ -179,6 +185,11 @@ def check_vector(vector: Any, dimension: int | None = None) -> list[float]:
         raise DimensionMismatch(dimension, len(values))
     if not any(values):
         raise InvalidVector("an embedding must not be all zeros")
+    norm = math.hypot(*values)  # exact scaling: no overflow or underflow on the way
+    if not MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM:
+        raise InvalidVector(
+            f"embedding norm {norm:.3g} is outside [{MIN_VECTOR_NORM:g}, {MAX_VECTOR_NORM:g}]"
+        )
     return values
 
 

@@ -127,7 +127,8 @@ def dir_size(path: Path) -> int:
 
 @contextlib.contextmanager
 def file_lock(path: Path) -> Iterator[None]:
-    with path.open("a") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)  # owner-only, like the rest
+    with os.fdopen(fd, "a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield

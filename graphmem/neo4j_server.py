@@ -11,7 +11,9 @@ started detached.
 >>> server.stop()  # doctest: +SKIP
 
 Passwords never reach a command line, a log or an error message: the initial password is set
-through a private Java argument file that is deleted right after use.
+through a private Java argument file that is deleted right after use. The data directory and
+what graphmem writes in it are owner-only (0700/0600), and the server runs with umask 077, so
+the databases, logs and conf are private too.
 """
 
 from __future__ import annotations
@@ -70,6 +72,26 @@ ADMIN_TOOL = "org.neo4j.cli.AdminTool"
 MIN_PASSWORD_LENGTH = 8
 PID_FILE = "run/graphmem-neo4j.pid"
 CONSOLE_LOG = "logs/console.log"
+PRIVATE_UMASK = 0o077
+"""Files the server (and the admin tool) creates are readable by their owner only."""
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create directory ``path`` owner-only (0700), its missing parents as usual; a directory
+    that already exists is left as its owner set it."""
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):  # another process was first
+            path.mkdir(mode=0o700)
+    return path
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write a file readable by its owner only (a file rewritten is made so too)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        os.fchmod(fd, 0o600)
+        out.write(text)
 
 
 def default_data_dir(env: Mapping[str, str] | None = None) -> Path:
@@ -159,7 +181,7 @@ class Neo4jServer:
         """Start the server detached (or reuse it if running) and wait until it answers."""
         if self.auth:
             check_password(password)
-        self.pid_file.parent.mkdir(parents=True, exist_ok=True)
+        self.prepare_dirs()
         # Two starts on one data directory at once must not launch two servers.
         with file_lock(self.pid_file.parent / "start.lock"):
             pid = self.running_pid()
@@ -184,9 +206,9 @@ class Neo4jServer:
             assert password is not None
             self._set_initial_password(java, lib, password)
         cmd = self.command(java, lib)
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        with self.log_file.open("ab") as out:
+        log_fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(log_fd, "ab") as out:
             out.write(f"\n---- graphmem: starting Neo4j {neo4j_version()} ----\n".encode())
             out.flush()
             try:
@@ -198,10 +220,11 @@ class Neo4jServer:
                     cwd=self.data_dir,
                     start_new_session=True,
                     env=self._java_env(),
+                    umask=PRIVATE_UMASK,
                 )
             except OSError as e:
                 raise Neo4jServerError(f"could not run {java}: {e}") from e
-        self.pid_file.write_text(f"{proc.pid}\n", encoding="utf-8")
+        write_private(self.pid_file, f"{proc.pid}\n")
         try:
             self.wait_ready(password, timeout=timeout, pid=proc.pid, proc=proc)
         except BaseException:
@@ -298,6 +321,13 @@ class Neo4jServer:
 
     # ---- files and command lines ----
 
+    def prepare_dirs(self) -> None:
+        """Create the instance's directories owner-only (0700): the data directory holds the
+        databases, the auth store and the conf, none of them for other users' eyes."""
+        make_private_dir(self.data_dir)
+        for sub in ("conf", "data", "logs", "run"):
+            make_private_dir(self.data_dir / sub)
+
     def write_conf(self, lib: Path) -> Path:
         """Render the packaged neo4j.conf template into this instance's conf directory."""
         template = Template((resource_dir() / "neo4j.conf").read_text(encoding="utf-8"))
@@ -308,8 +338,8 @@ class Neo4jServer:
             auth_enabled="true" if self.auth else "false",
             lib_dir=lib,
         )
-        self.conf_file.parent.mkdir(parents=True, exist_ok=True)
-        self.conf_file.write_text(text, encoding="utf-8")
+        self.prepare_dirs()
+        write_private(self.conf_file, text)
         return self.conf_file
 
     def command(self, java: Path, lib: Path) -> list[str]:
@@ -360,6 +390,7 @@ class Neo4jServer:
                 check=False,
                 env=self._java_env(),
                 cwd=self.data_dir,
+                umask=PRIVATE_UMASK,
             )
         except (OSError, subprocess.TimeoutExpired) as e:
             raise Neo4jServerError(

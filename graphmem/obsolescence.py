@@ -3,8 +3,9 @@
 A demoted memory is marked ``obsolete`` with a reason: retrieval skips it, the graph keeps it
 (``get`` and ``history`` still show it, with every edge it had). Two ways to become obsolete:
 
-- *demotion* (Mem^p "Remove(M_obso)", made reversible): after at least ``min_uses`` uses its Q is
-  still below ``q_below`` (:class:`~graphmem.config.ObsolescenceConfig`);
+- *demotion* (Mem^p "Remove(M_obso)", made reversible by :func:`restore`): after at least
+  ``min_uses`` uses its Q is still below a threshold that follows Q0 and the rewards
+  (:class:`~graphmem.config.ObsolescenceConfig`); never the best live procedure of a task;
 - *supersession*: a replacement proved itself (``(new)-[:SUPERSEDES {at}]->(old)``), and the old
   one is marked obsolete with the reason ``"superseded by <new id>"``.
 
@@ -19,11 +20,14 @@ Only an explicit ``GraphMemory.delete`` removes memories (and the orphans they l
 True
 >>> mem.get("demo", note.id).obsolete
 True
+>>> restore(mem, "demo", note.id).obsolete
+False
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
@@ -35,6 +39,8 @@ from graphmem.models import (
     AnyMemory,
     Edge,
     EdgeKind,
+    MemoryKind,
+    Procedure,
     check_id,
     check_namespace,
     utcnow,
@@ -42,6 +48,7 @@ from graphmem.models import (
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
+    from graphmem.stores.base import MemoryStore
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +74,22 @@ class Supersession(BaseModel):
     reason: str
 
 
-def obsolescent(memory: AnyMemory, config: ObsolescenceConfig) -> bool:
-    """True when ``memory`` is live, of a demotable kind, used enough and still low in Q."""
+def obsolescent(memory: AnyMemory, config: ObsolescenceConfig, below: float) -> bool:
+    """True when ``memory`` is live, of a demotable kind, used enough and its Q below ``below``.
+
+    ``below`` is ``config.threshold(...)`` for the memory's config. A Q that is not a number
+    (an imported graph can hold anything) never demotes.
+    """
     return (
         not memory.obsolete
         and memory.kind in config.kinds
         and memory.uses >= config.min_uses
-        and memory.q < config.q_below
+        and memory.q < below
     )
 
 
-def demotion_reason(memory: AnyMemory, config: ObsolescenceConfig) -> str:
-    return f"low utility: q {memory.q:.3f} < {config.q_below:g} after {memory.uses} uses"
+def demotion_reason(memory: AnyMemory, below: float) -> str:
+    return f"low utility: q {memory.q:.3f} < {below:g} after {memory.uses} uses"
 
 
 def demote(
@@ -90,12 +101,23 @@ def demote(
 ) -> list[Demotion]:
     """Demote the obsolescent memories among ``memory_ids`` (default: the whole namespace).
 
-    Each is patched ``obsolete=True`` with its reason; nothing is deleted. Returns what was
-    demoted. ``config`` defaults to ``mem.config.obsolescence`` (its ``enabled`` flag only
-    governs the automatic call from ``update``; an explicit call always runs).
+    Each is patched ``obsolete=True`` with its reason (logged at INFO); nothing is deleted and
+    :func:`restore` undoes it. The threshold follows ``mem.config``'s Q0 and rewards
+    (:meth:`ObsolescenceConfig.threshold`). ``config`` defaults to ``mem.config.obsolescence``
+    (its ``enabled`` flag only governs the automatic call from ``update``; an explicit call
+    always runs).
+
+    The best live procedure of a task (its highest Q; the last one, if only one is left) is
+    never demoted: demotion retires the alternatives that lost, and retiring the winner would
+    leave retrieval nothing, or only worse, to return for that task, silently. Q is global, so
+    a good procedure is also charged for failures of other tasks it was retrieved for; this
+    keeps such a dragged-down winner. It is kept and a warning logged instead. "A task" is the
+    procedures' task text (:func:`_task_key`). Notes, tips and tasks are not alternatives to
+    one another, so they have no such guard.
     """
     check_namespace(namespace)
     cfg = config if config is not None else mem.config.obsolescence
+    below = cfg.threshold(mem.config)
     candidates: Iterable[AnyMemory]
     if memory_ids is None:
         candidates = mem.store.iter_nodes(namespace, kinds=list(cfg.kinds))
@@ -104,11 +126,27 @@ def demote(
             raise InvalidInput("memory_ids is a sequence of ids, not one string")
         ids = list(dict.fromkeys(check_id(i) for i in memory_ids))
         candidates = mem.store.get_many(namespace, ids)
-    chosen = [m for m in candidates if obsolescent(m, cfg)]
+    chosen = [m for m in candidates if obsolescent(m, cfg, below)]
     out: list[Demotion] = []
+    demoted: set[str] = set()
     for memory in chosen:
-        reason = demotion_reason(memory, cfg)
+        reason = demotion_reason(memory, below)
+        if isinstance(memory, Procedure) and memory.embedding is not None:
+            rivals = _task_procedures(mem, namespace, memory, memory.embedding, demoted)
+            if _best({**rivals, memory.id: memory.q}) == memory.id:
+                log.warning(
+                    "not demoting %s %s in ns=%s (%s): it is the %s live procedure of task "
+                    "%.80r; restore or add a better procedure for that task",
+                    memory.kind,
+                    memory.id,
+                    namespace,
+                    reason,
+                    f"best of {len(rivals) + 1}" if rivals else "last",
+                    memory.task_text,
+                )
+                continue
         mem.store.patch(namespace, memory.id, {"obsolete": True, "obsolete_reason": reason})
+        demoted.add(memory.id)
         log.info("demoted %s %s in ns=%s: %s", memory.kind, memory.id, namespace, reason)
         out.append(
             Demotion(
@@ -116,6 +154,85 @@ def demote(
             )
         )
     return out
+
+
+def _task_key(procedure: Procedure) -> str:
+    """Which task a procedure is for: its task text, whitespace and case folded (corrections
+    and both granularities of one build carry the same text)."""
+    return " ".join(procedure.task_text.split()).lower()
+
+
+_RIVALS = 50
+"""How many of a procedure's nearest procedures are looked at for others of its task."""
+
+
+def _task_procedures(
+    mem: GraphMemory,
+    namespace: str,
+    procedure: Procedure,
+    vector: Sequence[float],
+    demoted: set[str],
+) -> dict[str, float]:
+    """The other procedures of ``procedure``'s task that retrieval can return, with their Q.
+
+    They share its key and so its embedding (``vector``): a recall by it finds them first
+    (obsolete ones skipped), then superseded ones and those just ``demoted`` are dropped.
+    Missing one only keeps a procedure that could have gone.
+    """
+    task = _task_key(procedure)
+    recalled = mem.store.recall(namespace, vector, _RIVALS, kinds=[MemoryKind.PROCEDURE])
+    rivals = {
+        r.memory.id: r.memory.q
+        for r in recalled
+        if isinstance(r.memory, Procedure)
+        and r.memory.id != procedure.id
+        and r.memory.id not in demoted
+        and _task_key(r.memory) == task
+    }
+    for gone in mem.store.superseded(namespace, list(rivals)) if rivals else ():
+        rivals.pop(gone, None)
+    return rivals
+
+
+def _best(task: dict[str, float]) -> str:
+    """The id of the highest-Q procedure (ties: the smallest id, so the choice is stable);
+    a Q that is not a number counts as lowest."""
+    return min(task, key=lambda i: (-task[i] if task[i] == task[i] else math.inf, i))
+
+
+def restore(mem: GraphMemory, namespace: str, memory_id: str) -> AnyMemory:
+    """Undo a demotion: the memory is live again (``obsolete=False``, no reason), exactly as
+    before it was demoted; its Q and uses are untouched.
+
+    Restoring a live memory changes nothing. A superseded memory is refused (InvalidInput):
+    its replacement's SUPERSEDES edge would still hide it. A restored memory whose Q stays
+    low is demoted again after its next use that leaves Q below the threshold.
+    """
+    return restore_in(mem.store, namespace, memory_id)
+
+
+def restore_in(store: MemoryStore, namespace: str, memory_id: str) -> AnyMemory:
+    """:func:`restore` on a bare store (the CLI has no embedder to build a GraphMemory)."""
+    check_namespace(namespace)
+    check_id(memory_id)
+    memory = store.get(namespace, memory_id)
+    if not memory.obsolete:
+        return memory
+    by = store.superseded(namespace, [memory_id])
+    if by or (memory.obsolete_reason or "").startswith(SUPERSEDED_BY):
+        raise InvalidInput(
+            f"memory {memory_id!r} was superseded ({memory.obsolete_reason}); restore only "
+            "undoes a demotion"
+        )
+    restored = store.patch(namespace, memory_id, {"obsolete": False, "obsolete_reason": None})
+    log.info(
+        "restored %s %s in ns=%s (was: %s)",
+        memory.kind,
+        memory_id,
+        namespace,
+        memory.obsolete_reason,
+    )
+    return restored
 
 
 def supersede(mem: GraphMemory, namespace: str, new_id: str, old_id: str) -> Supersession:
@@ -179,6 +296,8 @@ __all__ = [
     "Supersession",
     "demote",
     "obsolescent",
+    "restore",
+    "restore_in",
     "supersede",
     "validate_replacements",
 ]

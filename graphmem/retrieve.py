@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import random
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
@@ -116,15 +117,38 @@ def resolve_config(
 
 
 def zscores(values: Sequence[float]) -> list[float]:
-    """z-scores over ``values`` (population std); a pool with (near) zero spread gives zeros."""
+    """z-scores over ``values`` (population std); a pool with (near) zero spread gives zeros.
+
+    Never overflows and never returns NaN, whatever the values: they are divided by their
+    largest magnitude before squaring (z-scores do not change under scaling), +inf counts as
+    the largest float and -inf or NaN as the most negative one. An imported or hand-edited
+    graph can hold any Q.
+    """
     if not values:
         return []
-    lo, hi = min(values), max(values)
-    if hi - lo <= 1e-12 * max(1.0, abs(hi), abs(lo)):
-        return [0.0] * len(values)
-    mean = math.fsum(values) / len(values)
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / len(values))
-    return [(v - mean) / std for v in values]
+    xs = [_ordinal(v) for v in values]
+    scale = max(abs(x) for x in xs)
+    if scale == 0.0:
+        return [0.0] * len(xs)
+    ys = [x / scale for x in xs]
+    spread = max(ys) - min(ys)
+    # The spread in the values' own units is spread·scale; "near zero" is 1e-12 of the larger
+    # of 1 and the largest magnitude, as before scaling.
+    if spread * scale <= 1e-12 * max(1.0, scale):
+        return [0.0] * len(xs)
+    mean = math.fsum(ys) / len(ys)
+    std = math.sqrt(math.fsum((y - mean) ** 2 for y in ys) / len(ys))
+    if not std > 0.0:
+        return [0.0] * len(xs)
+    return [(y - mean) / std for y in ys]
+
+
+def _ordinal(value: float) -> float:
+    """``value`` as a finite float that keeps its order: ±inf clipped, NaN lowest."""
+    x = float(value)
+    if math.isnan(x):
+        return -sys.float_info.max
+    return min(max(x, -sys.float_info.max), sys.float_info.max)
 
 
 def rank_candidates(
@@ -134,16 +158,19 @@ def rank_candidates(
 
     Ties (at :data:`SCORE_DECIMALS`) go to the higher sim, then the higher q, then the earlier
     candidate. ``use_sim=False`` (the random policy) reports sim but does not rank by it.
+    Any stored q ranks without error (:func:`zscores`).
     """
-    sims = [sim for _, sim in candidates]
-    qs = [float(m.q) for m, _ in candidates]
+    sims = [_ordinal(sim) for _, sim in candidates]
+    qs = [_ordinal(m.q) for m, _ in candidates]
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
     z_q = zscores(qs)
     scored = []
-    for i, ((memory, sim), zs, zq) in enumerate(zip(candidates, z_sim, z_q, strict=True)):
+    for i, ((memory, sim), s, q, zs, zq) in enumerate(
+        zip(candidates, sims, qs, z_sim, z_q, strict=True)
+    ):
         score = (1.0 - lam) * zs + lam * zq
-        tie_sim = sim if use_sim else 0.0
-        key = (-round(score, SCORE_DECIMALS), -tie_sim, -memory.q, i)
+        tie_sim = s if use_sim else 0.0
+        key = (-round(score, SCORE_DECIMALS), -tie_sim, -q, i)
         scored.append((key, memory, sim, zs, zq, score))
     scored.sort(key=lambda row: row[0])
     return [
@@ -286,11 +313,19 @@ def _random_candidates(
 
 
 def _cosine(a: Sequence[float], b: Sequence[float] | None) -> float:
+    """Cosine of two vectors, 0.0 when it is undefined; each is scaled to unit max-abs first so
+    no product overflows."""
     if b is None or len(a) != len(b):
         return 0.0
     va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if not (np.isfinite(va).all() and np.isfinite(vb).all()):
+        return 0.0
+    ma, mb = float(np.abs(va).max(initial=0.0)), float(np.abs(vb).max(initial=0.0))
+    if ma == 0.0 or mb == 0.0:
+        return 0.0
+    va, vb = va / ma, vb / mb
     denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
-    return float(va @ vb) / denom if denom > 0 else 0.0
+    return float(np.clip(float(va @ vb) / denom, -1.0, 1.0)) if denom > 0 else 0.0
 
 
 # ---- exploration -----------------------------------------------------------------------

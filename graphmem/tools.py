@@ -6,7 +6,7 @@
   later searches add to it, so the outcome is credited to everything the agent was shown;
 - ``save_note(content, tags)``: store a Zettelkasten note (keywords and context extracted);
 - ``report_outcome(success, reward)``: finish the episode, ``Q ← Q + α(R − Q)`` on what it
-  retrieved.
+  retrieved; a reward outside the config's reward range is refused with a message to the model.
 
 A toolkit holds the run's open episode, so use one toolkit per agent run (or conversation).
 
@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from langchain_core.tools import BaseTool, StructuredTool
 
 from graphmem.config import RetrievalConfig
-from graphmem.errors import GraphmemError
+from graphmem.errors import GraphmemError, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, check_namespace
 
@@ -92,23 +92,35 @@ class MemoryToolkit:
         return f"Saved note {note.id}."
 
     def report_outcome(self, success: bool, reward: float | None = None) -> str:
-        """Finish the run's episode with ``reward`` (default: the config's success/failure)."""
+        """Finish the run's episode with ``reward`` (default: the config's success/failure).
+
+        The model picks ``reward``: one outside the config's reward range (or not a number) is
+        answered with an error message and credits nothing; the episode stays open, so the
+        model can report again with a valid reward.
+        """
         cfg = self.memory.config
-        value = (
-            reward
-            if reward is not None
-            else (cfg.success_reward if success else cfg.failure_reward)
-        )
+        try:
+            value = (
+                cfg.check_reward(reward)
+                if reward is not None
+                else (cfg.success_reward if success else cfg.failure_reward)
+            )
+        except InvalidInput as e:
+            return (
+                f"Could not record the outcome: {e}. Report again with a reward between "
+                f"{cfg.reward_min:g} and {cfg.reward_max:g}, or leave it out."
+            )
         with self._lock:
             if self.episode_id is None:
                 return "No memory was searched in this run, so there is nothing to credit."
-            episode_id, self.episode_id = self.episode_id, None
+            episode_id = self.episode_id
             try:
                 outcome = self.memory.finish_episode(
                     self.namespace, episode_id, value, success=success
                 )
             except GraphmemError as e:
                 return f"Could not record the outcome: {e}"
+            self.episode_id = None
         moved = ", ".join(f"{mid}: q={q:.3f}" for mid, q in sorted(outcome.q.items()))
         return f"Episode {episode_id} finished with reward {value:g}. Updated {moved or 'nothing'}."
 
@@ -137,20 +149,44 @@ class MemoryToolkit:
             return self.save_note(content, tags)
 
         def report_outcome(success: bool, reward: float | None = None) -> str:
-            """Report how the current task ended, so memory learns which memories helped.
-            Call it once, when the task is over.
+            return self.report_outcome(success, reward)
+
+        cfg = self.memory.config
+        report_outcome.__doc__ = f"""Report how the current task ended, so memory learns which
+            memories helped. Call it once, when the task is over.
 
             Args:
                 success: whether the task was accomplished.
-                reward: optional numeric reward (default 1 for success, 0 for failure).
+                reward: optional numeric reward from {cfg.reward_min:g} to {cfg.reward_max:g}
+                    (default {cfg.success_reward:g} for success, {cfg.failure_reward:g} for
+                    failure).
             """
-            return self.report_outcome(success, reward)
-
         return [
-            StructuredTool.from_function(search_memory, parse_docstring=True),
-            StructuredTool.from_function(save_note, parse_docstring=True),
-            StructuredTool.from_function(report_outcome, parse_docstring=True),
+            _tool(search_memory),
+            _tool(save_note),
+            _tool(report_outcome),
         ]
+
+
+def _tool(function: Callable[..., str]) -> BaseTool:
+    """A tool whose bad arguments (a reward that is not a number...) come back to the model as
+    a message, as LangChain's ``handle_validation_error`` does, instead of raising."""
+    return StructuredTool.from_function(
+        function,
+        parse_docstring=True,
+        handle_validation_error=_invalid_arguments,
+        handle_tool_error=True,
+    )
+
+
+def _invalid_arguments(error: Exception) -> str:
+    """The first pydantic error as one line the model can act on."""
+    errors = getattr(error, "errors", None)
+    found = errors() if callable(errors) else []
+    if not found:
+        return f"Invalid arguments: {error}. Try again."
+    where = ".".join(str(p) for p in found[0].get("loc", ()))
+    return f"Invalid arguments: {where}: {found[0].get('msg', 'invalid value')}. Try again."
 
 
 def memory_tools(

@@ -29,7 +29,10 @@ original's, the correction ``SUPERSEDES`` it and the original becomes obsolete
 are meant as a complete solution (reference or model); a cut prefix is ``success=False``.
 
 After any strategy, the memories the episode retrieved are checked for demotion
-(:mod:`graphmem.obsolescence`), once their utilities have moved (``finish_episode`` first).
+(:mod:`graphmem.obsolescence`), once their utilities have moved (``finish_episode`` first): the
+threshold follows Q0 and the rewards, the best live procedure of a task is kept (with a
+warning), and each demotion is logged, returned in ``UpdateResult.demoted`` and undone by
+``GraphMemory.restore``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -114,7 +117,10 @@ class UpdateResult(BaseModel):
     tips: list[Tip] = Field(default_factory=list)
     adjusted: list[Correction] = Field(default_factory=list)
     superseded: list[Supersession] = Field(default_factory=list)
-    demoted: list[Demotion] = Field(default_factory=list)
+    demoted: list[Demotion] = Field(
+        default_factory=list,
+        description="Memories demoted (each with its reason); GraphMemory.restore undoes one.",
+    )
     skipped: str | None = Field(default=None, description="Why nothing was built or reflected.")
 
     @property
@@ -161,14 +167,14 @@ def update(
     if used and mem.config.obsolescence.enabled:
         result.demoted = demote(mem, namespace, used)
     log.info(
-        "update ns=%s strategy=%s success=%s: built=%s tips=%d adjusted=%d demoted=%d",
+        "update ns=%s strategy=%s success=%s: built=%s tips=%d adjusted=%d demoted=%s",
         namespace,
         strat.value,
         traj.success,
         result.built is not None,
         len(result.tips),
         len(result.adjusted),
-        len(result.demoted),
+        result.demoted_ids or "none",
     )
     return result
 

@@ -15,6 +15,7 @@ from graphmem.episodes import EpisodeFinished, q_history, start_episode
 from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, Procedure
 from graphmem.stores.base import MemoryStore
+from graphmem.stores.embedded import EmbeddedStore
 
 DIM = 384
 QUERY = "the task"
@@ -131,17 +132,26 @@ def test_alpha_override_and_success_default(namespace: str, store: MemoryStore) 
     assert store.get(namespace, p.id).successes == 1
 
 
-def test_finishing_twice_is_refused_and_changes_nothing(namespace: str, store: MemoryStore) -> None:
+def test_finishing_again_replays_the_outcome_and_credits_nothing(
+    namespace: str, store: MemoryStore
+) -> None:
     procs = seed_memories(store, namespace, [0.5, 0.5])
     mem = make_memory(store)
     r = mem.retrieve(namespace, QUERY, open_episode=True)
     assert r.episode_id is not None
-    mem.finish_episode(namespace, r.episode_id, 1.0)
+    first = mem.finish_episode(namespace, r.episode_id, 1.0)
+    assert not first.replayed and first.q == pytest.approx({p.id: 0.55 for p in procs})
     once = qmap(store, namespace, procs)
     episode = store.get(namespace, r.episode_id)
 
-    with pytest.raises(EpisodeFinished, match="already finished"):
-        mem.finish_episode(namespace, r.episode_id, 1.0)
+    again = mem.finish_episode(namespace, r.episode_id, 1.0)  # a retried node, say
+    assert again.replayed
+    assert again.q == first.q and again.episode == episode
+    assert qmap(store, namespace, procs) == once
+    assert [m.uses for m in store.get_many(namespace, [p.id for p in procs])] == [1, 1]
+
+    with pytest.raises(EpisodeFinished, match=r"reward 1; a different reward \(0\) is refused"):
+        mem.finish_episode(namespace, r.episode_id, 0.0)
     assert qmap(store, namespace, procs) == once
     assert store.get(namespace, r.episode_id) == episode
     with pytest.raises(EpisodeFinished):  # nor can a finished episode record more retrievals
@@ -166,24 +176,45 @@ def test_missing_wrong_kind_and_bad_values_are_refused(namespace: str, store: Me
         mem.finish_episode(f"{namespace}-other", r.episode_id, 1.0)
 
 
-def test_failed_utility_update_reopens_the_episode(
+def test_a_finish_that_fails_midway_changes_nothing_and_the_retry_credits(
     namespace: str, store: MemoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     procs = seed_memories(store, namespace, [0.5])
     mem = make_memory(store)
     r = mem.retrieve(namespace, QUERY, open_episode=True)
     assert r.episode_id is not None
-
-    def broken(*args: object, **kwargs: object) -> None:
-        raise StoreError("disk on fire")
+    before = store.get(namespace, r.episode_id)
 
     with monkeypatch.context() as m:
-        m.setattr(store, "update_utility", broken)
+        if isinstance(store, EmbeddedStore):
+
+            def broken(line: bytes) -> None:
+                raise StoreError("disk on fire")
+
+            m.setattr(store, "_commit", broken)
+        else:  # the last statement of the transaction fails: Neo4j rolls all of it back
+            from graphmem.stores import cypher
+
+            m.setattr(cypher, "CLOSE_EPISODE", "RETURN 1/0 AS props")
         with pytest.raises(StoreError):
             mem.finish_episode(namespace, r.episode_id, 1.0)
-    assert store.get(namespace, r.episode_id).status is EpisodeStatus.OPEN
+    assert store.get(namespace, r.episode_id) == before
+    assert qmap(store, namespace, procs) == {procs[0].id: 0.5}
     out = mem.finish_episode(namespace, r.episode_id, 1.0)  # the retry applies it once
-    assert out.q == pytest.approx({procs[0].id: 0.55})
+    assert out.q == pytest.approx({procs[0].id: 0.55}) and not out.replayed
+    assert store.get(namespace, procs[0].id).uses == 1
+
+
+def test_a_memory_deleted_after_retrieval_is_simply_not_credited(
+    namespace: str, store: MemoryStore
+) -> None:
+    procs = seed_memories(store, namespace, [0.5, 0.5])
+    mem = make_memory(store)
+    r = mem.retrieve(namespace, QUERY, open_episode=True)
+    assert r.episode_id is not None
+    store.delete(namespace, [procs[0].id])
+    out = mem.finish_episode(namespace, r.episode_id, 1.0)
+    assert out.q == pytest.approx({procs[1].id: 0.55})
 
 
 def test_started_episode_collects_several_retrievals(namespace: str, store: MemoryStore) -> None:

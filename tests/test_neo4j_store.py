@@ -67,6 +67,19 @@ def test_from_uri_rejects_a_bad_uri() -> None:
         Neo4jStore.from_uri("ftp://127.0.0.1:1", "neo4j", "secret-password")
 
 
+@pytest.mark.parametrize(
+    "uri",
+    ["bolt://neo4j:pw-in-uri@127.0.0.1:7799", "neo4j+s://u:pw-in-uri@h/x@y", "http://x"],
+)
+def test_from_uri_errors_say_what_to_fix_and_never_show_a_password(uri: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        Neo4jStore.from_uri(uri, "neo4j", "secret-password")
+    message = str(info.value)
+    assert "pw-in-uri" not in message and "secret-password" not in message, message
+    assert "50N42" not in message and "\n" not in message
+    assert "GRAPHMEM_NEO4J_PASSWORD" in message or "bolt://" in message, message
+
+
 # ---- with a server ---------------------------------------------------------------------------
 
 

@@ -280,16 +280,19 @@ def test_low_q_memories_are_demoted_not_deleted(store: MemoryStore, namespace: s
     built = mem.update(namespace, FAILED_LAMP, strategy="vanilla").built
     assert built is not None
     proc_id = built.procedure.id
+    # Another procedure for the lamp, keyed by keywords (less similar to the query, so never
+    # the one retrieved): the failing one is not the task's last, so it can be demoted.
+    other = mem.build(namespace, traj(LAMP, ["switch on lamp"], True), key_mode="keywords")
     demoted: list[str] = []
     for _ in range(3):  # q: 0.45, 0.405, 0.3645 — demoted after the third use
-        episode = failed_episode(mem, namespace, LAMP)
+        episode = failed_episode(mem, namespace, LAMP, k2=1)
         out = mem.update(namespace, FAILED_LAMP, strategy="validation", episode_id=episode)
         demoted += out.demoted_ids
     assert demoted == [proc_id]
 
     gone = mem.get(namespace, proc_id)
     assert gone.obsolete and gone.obsolete_reason and "after 3 uses" in gone.obsolete_reason
-    assert mem.retrieve(namespace, LAMP).hits == []
+    assert [h.memory.id for h in mem.retrieve(namespace, LAMP).hits] == [other.procedure.id]
     # Still queryable: the memory, its steps, its history.
     assert actions(mem, namespace, proc_id) == [s["action"] for s in FAILED_LAMP["steps"]]
     hist = mem.history(namespace, proc_id)
@@ -298,7 +301,8 @@ def test_low_q_memories_are_demoted_not_deleted(store: MemoryStore, namespace: s
     # procedure it was distilled from stays until deleted too).
     deleted = set(mem.delete(namespace, [proc_id, built.procedures[1].id]))
     assert {proc_id, built.procedures[1].id} | {s.id for s in built.steps} <= deleted
-    assert not any(isinstance(m, Step) for m in store.iter_nodes(namespace))
+    left = {m.id for m in store.iter_nodes(namespace) if isinstance(m, Step)}
+    assert left == {s.id for s in other.steps}
 
 
 def test_demote_scans_the_namespace_and_respects_the_thresholds(

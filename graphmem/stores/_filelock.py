@@ -24,7 +24,7 @@ class FileLock:
         self.path = path
         self.timeout = timeout
         try:
-            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         except OSError as e:
             raise StoreError(f"cannot open lock file {path}: {e.strerror}") from e
         self._depth = 0

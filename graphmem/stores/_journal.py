@@ -3,10 +3,18 @@
 Layout of a store directory::
 
     lock                 fcntl lock file (never removed)
-    CURRENT              {"format": ..., "generation": g}, replaced atomically
+    CURRENT              {"format": ..., "generation": g, checksums}, replaced atomically
     snapshot-<g>.json    the state at the start of generation g (absent for an empty g)
     vectors-<g>.npy      the float32 rows that snapshot's nodes refer to
-    wal-<g>.jsonl        one JSON line per write committed since that snapshot
+    wal-<g>.jsonl        one line per write committed since that snapshot
+
+Each log line is ``<crc32 of the JSON, 8 hex digits> <JSON>``, so a flipped byte is detected
+instead of being replayed as a different record; lines of format-1 stores carry no checksum
+(they start with ``{``) and are still read. ``CURRENT`` holds the crc32 of the snapshot and
+vectors files it names. A damaged last line is a write that never finished (a writer killed
+mid-append, never acknowledged) and is cut off; damage with intact records after it is
+corruption, reported with the file and byte offset (``graphmem store check|repair``).
+Everything is created owner-only (directory 0700, files 0600): memories can be private.
 
 ``CURRENT`` is the commit point of a compaction: the new snapshot and an empty log are written
 and fsynced first, then ``CURRENT`` is renamed over the old one and the directory fsynced, and
@@ -20,8 +28,10 @@ import contextlib
 import json
 import os
 import re
+import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 
@@ -29,8 +39,90 @@ from graphmem.errors import StoreError
 from graphmem.stores._filelock import FileLock
 from graphmem.stores._vectors import Vector
 
-STORE_FORMAT = "graphmem-embedded/1"
+STORE_FORMAT = "graphmem-embedded/2"
+"""Format 2 added checksums. A format-1 store is read, and its pointer is rewritten as format 2
+on the first open, so an older graphmem refuses it cleanly instead of misreading framed lines."""
+LEGACY_FORMATS = ("graphmem-embedded/1",)
 _GEN_FILE = re.compile(r"^(snapshot|vectors|wal)-(\d{8})\.(json|npy|jsonl)$")
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+T = TypeVar("T")
+
+
+def crc32_hex(data: bytes) -> str:
+    return f"{zlib.crc32(data):08x}"
+
+
+# ---- log records ----------------------------------------------------------------------------
+
+
+def frame(payload: bytes) -> bytes:
+    """One JSON record as a log line: its crc32 in hex, a space, the JSON, a newline."""
+    body = payload.rstrip(b"\n")
+    if b"\n" in body:
+        raise ValueError("a log record must be a single line")
+    return crc32_hex(body).encode("ascii") + b" " + body + b"\n"
+
+
+def unframe(line: bytes) -> bytes:
+    """The JSON of one log line (newline excluded); ValueError if its checksum fails."""
+    if line.startswith(b"{"):
+        return line  # written before checksums existed
+    header, sep, body = line.partition(b" ")
+    if not sep or len(header) != 8 or not re.fullmatch(rb"[0-9a-f]{8}", header):
+        raise ValueError("no checksum header")
+    if crc32_hex(body).encode("ascii") != header:
+        raise ValueError("checksum mismatch")
+    return body
+
+
+class LogDamage(ValueError):
+    """A bad record with intact data after it: corruption, not an unfinished write."""
+
+    def __init__(self, offset: int, reason: str) -> None:
+        super().__init__(f"bad record at byte {offset}: {reason}")
+        self.offset = offset
+        self.reason = reason
+
+
+def iter_log(data: bytes, decode: Callable[[bytes], T]) -> Iterator[tuple[int, int, T]]:
+    """``(start, end, decoded)`` of each intact record of ``data``, in order.
+
+    A damaged last line (no newline, or not decodable with nothing but whitespace after it)
+    ends the iteration quietly: it is an unfinished write. Damage anywhere else raises
+    :class:`LogDamage`. ``decode`` gets the record's JSON and raises ValueError if it is bad.
+    """
+    pos = 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            return  # torn tail: a writer died mid-append
+        try:
+            item = decode(unframe(data[pos:end]))
+        except ValueError as e:
+            if data[end + 1 :].strip():
+                raise LogDamage(pos, one_line(str(e))) from e
+            return  # a garbled last record was never acknowledged
+        yield pos, end + 1, item
+        pos = end + 1
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """A message squeezed onto one line (validation errors span several)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def create_private(path: Path, flags: int = os.O_WRONLY | os.O_TRUNC) -> int:
+    """Open (creating) a file readable by its owner only; a reused file is made so too."""
+    fd = os.open(path, flags | os.O_CREAT, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
 
 
 def fsync_dir(path: Path) -> None:
@@ -41,10 +133,68 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def check_matrix(record: Any, matrix: Any, snapshot: Path, vectors: Path) -> None:
+    """Refuse a vectors matrix that does not fit its snapshot: wrong shape or too few rows
+    (replaying it would fail with a raw IndexError, or silently pick a wrong row)."""
+    if not isinstance(record, dict):
+        raise StoreError(f"the store's snapshot {snapshot} is corrupt: not a JSON object")
+    if getattr(matrix, "ndim", None) != 2:
+        raise StoreError(f"the store's vectors file {vectors} is corrupt: not a 2-d matrix")
+    rows, width = matrix.shape
+    dim = record.get("dim")
+    if isinstance(dim, int) and width != dim:
+        raise StoreError(
+            f"the store's vectors file {vectors} is corrupt: its rows have {width} values, "
+            f"the store's dimension is {dim}"
+        )
+    nodes = record.get("put")
+    for node in nodes if isinstance(nodes, list) else ():
+        vec = node.get("vec") if isinstance(node, dict) else None
+        if vec is None or isinstance(vec, str):
+            continue
+        if isinstance(vec, bool) or not isinstance(vec, int) or not 0 <= vec < rows:
+            raise StoreError(
+                f"the store's vectors file {vectors} does not match its snapshot: it has "
+                f"{rows} rows, the snapshot {snapshot.name} refers to row {vec!r}"
+            )
+
+
+def file_crc32(path: Path) -> tuple[int, int]:
+    """The crc32 and size of a file, read in chunks."""
+    crc, size = 0, 0
+    with path.open("rb") as f:
+        while chunk := f.read(1 << 20):
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+    return crc, size
+
+
+class _CrcWriter:
+    """A file that keeps the crc32 of what is written to it (numpy writes it in chunks)."""
+
+    def __init__(self, out: BinaryIO) -> None:
+        self.out, self.crc, self.size = out, 0, 0
+
+    def write(self, data: bytes) -> int:
+        self.crc, self.size = zlib.crc32(data, self.crc), self.size + len(data)
+        return self.out.write(data)
+
+    @classmethod
+    def save(cls, path: Path, matrix: Vector) -> _CrcWriter:
+        """Write a matrix as ``.npy`` atomically (like :func:`write_atomic`)."""
+        tmp = path.with_name(path.name + ".tmp")
+        with os.fdopen(create_private(tmp), "wb") as f:
+            writer = cls(f)
+            np.save(writer, matrix.astype("<f4"), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        return writer
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write a file so that it appears whole or not at all (temp file, fsync, rename)."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
+    with os.fdopen(create_private(tmp), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -57,7 +207,10 @@ class Journal:
     def __init__(self, root: Path, lock_timeout: float) -> None:
         self.root = root
         try:
-            root.mkdir(parents=True, exist_ok=True)
+            if not root.exists():
+                root.parent.mkdir(parents=True, exist_ok=True)
+                with contextlib.suppress(FileExistsError):  # another process was first
+                    root.mkdir(mode=DIR_MODE)
         except OSError as e:
             raise StoreError(f"cannot create the store directory {root}: {e.strerror}") from e
         if not root.is_dir():
@@ -66,7 +219,12 @@ class Journal:
         self.generation = -1  # nothing loaded yet
         self.offset = 0  # bytes of the WAL already applied in this process
         self.snapshot_bytes = 0  # size of the current generation's snapshot files
+        self.checksums: dict[str, str] = {}  # crc32 of the snapshot files, from CURRENT
+        self.format = STORE_FORMAT  # the format CURRENT names
         self._wal_fd: int | None = None
+
+    def wal_path(self, generation: int | None = None) -> Path:
+        return self._name("wal", self.generation if generation is None else generation)
 
     def _name(self, kind: str, generation: int) -> Path:
         ext = {"snapshot": "json", "vectors": "npy", "wal": "jsonl"}[kind]
@@ -75,8 +233,12 @@ class Journal:
     # ---- the generation pointer ---------------------------------------------------------
 
     def initialise(self) -> None:
-        """Create an empty generation 0 if the directory holds no store yet (exclusive lock)."""
+        """Create an empty generation 0 if the directory holds no store yet, or move a format-1
+        pointer to the current format (exclusive lock)."""
         if (self.root / "CURRENT").exists():
+            generation = self.read_current()
+            if self.format != STORE_FORMAT:
+                self._point_to(generation, self.checksums)
             return
         leftovers = [
             p.name for p in self.root.iterdir() if _GEN_FILE.match(p.name) and p.stat().st_size
@@ -89,57 +251,89 @@ class Journal:
         self._point_to(0)
 
     def read_current(self) -> int:
+        """The generation ``CURRENT`` names; also keeps its format and snapshot checksums."""
         try:
             data = json.loads((self.root / "CURRENT").read_bytes())
         except FileNotFoundError as e:
             raise StoreError(f"{self.root} holds no graphmem store (CURRENT is missing)") from e
         except (OSError, ValueError) as e:
-            raise StoreError(f"cannot read {self.root / 'CURRENT'}: {e}") from e
-        if not isinstance(data, dict) or data.get("format") != STORE_FORMAT:
+            raise StoreError(f"cannot read {self.root / 'CURRENT'}: {one_line(str(e))}") from e
+        formats = (STORE_FORMAT, *LEGACY_FORMATS)
+        if not isinstance(data, dict) or data.get("format") not in formats:
             raise StoreError(f"{self.root} is not a {STORE_FORMAT} store")
         generation = data.get("generation")
-        if not isinstance(generation, int) or generation < 0:
+        if isinstance(generation, bool) or not isinstance(generation, int) or generation < 0:
             raise StoreError(f"{self.root / 'CURRENT'} names no valid generation")
+        checksums = data.get("crc32", {})
+        if not isinstance(checksums, dict) or not all(
+            isinstance(v, str) for v in checksums.values()
+        ):
+            raise StoreError(f"{self.root / 'CURRENT'} holds no valid checksums")
+        self.format = str(data["format"])
+        self.checksums = {str(k): v for k, v in checksums.items()}
         return generation
 
-    def _point_to(self, generation: int) -> None:
-        body = json.dumps({"format": STORE_FORMAT, "generation": generation}).encode()
-        write_atomic(self.root / "CURRENT", body + b"\n")
+    def _point_to(self, generation: int, checksums: dict[str, str] | None = None) -> None:
+        pointer: dict[str, Any] = {"format": STORE_FORMAT, "generation": generation}
+        if checksums:
+            pointer["crc32"] = checksums
+        write_atomic(self.root / "CURRENT", json.dumps(pointer).encode() + b"\n")
         fsync_dir(self.root)
+        self.format = STORE_FORMAT
 
     # ---- snapshots ----------------------------------------------------------------------
 
     def load_snapshot(self, generation: int) -> tuple[dict[str, Any], Vector] | None:
+        """The snapshot record and vector matrix of a generation, checked against each other
+        and against the checksums in ``CURRENT``; StoreError naming the bad file otherwise."""
         path = self._name("snapshot", generation)
+        vectors = self._name("vectors", generation)
         self.snapshot_bytes = 0
         if not path.exists():
             return None
         try:
             body = path.read_bytes()
+            self._verify(path, "snapshot", zlib.crc32(body), len(body))
             record = json.loads(body)
-            vectors = self._name("vectors", generation)
+        except OSError as e:
+            raise StoreError(f"cannot read the store's snapshot {path}: {e.strerror}") from e
+        except ValueError as e:
+            raise StoreError(f"the store's snapshot {path} is corrupt: {one_line(str(e))}") from e
+        try:
+            # The matrix can be large: checksum it in chunks rather than hold its bytes twice.
+            crc, size = file_crc32(vectors)
+            self._verify(vectors, "vectors", crc, size)
             matrix = np.load(vectors, allow_pickle=False)
-            self.snapshot_bytes = len(body) + vectors.stat().st_size
-        except (OSError, ValueError) as e:
-            raise StoreError(f"cannot read snapshot {path}: {e}") from e
+        except OSError as e:
+            raise StoreError(f"cannot read the store's vectors file {vectors}: {e.strerror}") from e
+        except (EOFError, ValueError) as e:
+            raise StoreError(
+                f"the store's vectors file {vectors} is corrupt: {one_line(str(e))}"
+            ) from e
+        check_matrix(record, matrix, path, vectors)
+        self.snapshot_bytes = len(body) + size
         return record, np.asarray(matrix, dtype=np.float32)
+
+    def _verify(self, path: Path, kind: str, crc: int, size: int) -> None:
+        expected = self.checksums.get(kind)  # absent for a snapshot written before checksums
+        if expected is not None and f"{crc:08x}" != expected:
+            raise StoreError(
+                f"the store's {kind} file {path} is corrupt (checksum mismatch over its "
+                f"{size} bytes)"
+            )
 
     def write_generation(self, record: dict[str, Any], matrix: Vector) -> None:
         """Write a snapshot as the next generation and switch to it (the compaction)."""
         generation = self.generation + 1
-        vectors = self._name("vectors", generation)
-        tmp = vectors.with_name(vectors.name + ".tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, matrix.astype("<f4"), allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, vectors)
+        vectors = _CrcWriter.save(self._name("vectors", generation), matrix)
         body = json.dumps(record, separators=(",", ":"), allow_nan=False).encode("ascii")
         write_atomic(self._name("snapshot", generation), body)
         self._create_wal(generation)
-        self._point_to(generation)
+        checksums = {"snapshot": crc32_hex(body), "vectors": f"{vectors.crc:08x}"}
+        self._point_to(generation, checksums)
+        self.checksums = checksums
         self.open_wal(generation)
-        self.snapshot_bytes = len(body) + vectors.stat().st_size
+        self.snapshot_bytes = len(body) + vectors.size
         self.remove_stale()
 
     def remove_stale(self) -> None:
@@ -154,7 +348,7 @@ class Journal:
     # ---- the write-ahead log ------------------------------------------------------------
 
     def _create_wal(self, generation: int) -> None:
-        fd = os.open(self._name("wal", generation), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = create_private(self._name("wal", generation))
         try:
             os.fsync(fd)
         finally:
@@ -197,9 +391,10 @@ class Journal:
         os.ftruncate(fd, length)
         os.fsync(fd)
 
-    def append(self, line: bytes) -> None:
-        """Append one record and make it durable before returning."""
+    def append(self, record: bytes) -> None:
+        """Append one JSON record (framed with its checksum) and make it durable."""
         fd = self._fd()
+        line = frame(record)
         start = os.fstat(fd).st_size
         try:
             view = memoryview(line)

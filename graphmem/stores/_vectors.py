@@ -14,22 +14,22 @@ import numpy as np
 import numpy.typing as npt
 
 from graphmem.errors import InvalidVector
-from graphmem.models import MemoryKind
+from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, MemoryKind
 
 Vector = npt.NDArray[np.float32]
 
 KIND_CODES: dict[str, int] = {kind.value: code for code, kind in enumerate(MemoryKind)}
 
-_MIN_NORM, _MAX_NORM = 1e-30, 1e30
-"""Norms outside this range would underflow or overflow float32 dot products."""
-
 
 def as_float32(values: Sequence[float]) -> Vector:
-    """A validated embedding (see ``check_vector``) as the float32 row the store keeps."""
+    """A validated embedding (see ``check_vector``, which bounds the norm for every store) as
+    the float32 row the store keeps; re-checked after rounding to float32."""
     vector = np.asarray(values, dtype=np.float32)
     norm = float(np.linalg.norm(vector.astype(np.float64)))
-    if not (np.all(np.isfinite(vector)) and _MIN_NORM <= norm <= _MAX_NORM):
-        raise InvalidVector(f"embedding norm {norm:.3g} is outside [{_MIN_NORM:g}, {_MAX_NORM:g}]")
+    if not (np.all(np.isfinite(vector)) and MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM):
+        raise InvalidVector(
+            f"embedding norm {norm:.3g} is outside [{MIN_VECTOR_NORM:g}, {MAX_VECTOR_NORM:g}]"
+        )
     return vector
 
 

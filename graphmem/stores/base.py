@@ -16,15 +16,20 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import IO, Any, Literal
 
-from graphmem.errors import ImportFormatError, InvalidInput, MemoryNotFound
+from pydantic import Field
+
+from graphmem.errors import DimensionMismatch, ImportFormatError, InvalidInput, MemoryNotFound
 from graphmem.models import (
     IMMUTABLE_FIELDS,
     UTILITY_FIELDS,
     AnyMemory,
     Edge,
     EdgeKind,
+    Episode,
     GraphmemModel,
     Memory,
     MemoryKind,
@@ -54,6 +59,24 @@ class Recall(GraphmemModel):
 
     memory: AnyMemory
     sim: float
+
+
+class EpisodeCredit(GraphmemModel):
+    """What finishing an episode did: the closed episode and the Q it moved.
+
+    ``replayed`` is True when the episode had been finished already with the same reward (a
+    retried or concurrent finish): nothing was credited again, and ``q_after`` is what the one
+    real finish recorded.
+    """
+
+    episode: Episode
+    updated: list[AnyMemory] = Field(
+        default_factory=list, description="The credited memories, as they are now."
+    )
+    q_after: dict[str, float] = Field(
+        default_factory=dict, description="Each credited memory's q right after the finish."
+    )
+    replayed: bool = False
 
 
 class MemoryStore(ABC):
@@ -106,6 +129,28 @@ class MemoryStore(ABC):
         """Atomically apply ``q ← q + α(r − q)`` and count a use (and a success) per memory.
 
         Concurrent calls lose no update. Missing ids raise MemoryNotFound and change nothing.
+        """
+
+    @abstractmethod
+    def finish_episode(
+        self,
+        namespace: str,
+        episode_id: str,
+        reward: float,
+        alpha: float,
+        *,
+        success: bool,
+        finished_at: datetime,
+    ) -> EpisodeCredit:
+        """Close an open episode and credit ``reward`` to the memories it RETRIEVED, atomically.
+
+        One unit: the episode's status/reward/success/finished_at, ``q ← q + α(r − q)`` (and a
+        use, and a success) on each memory at the end of one of its RETRIEVED edges, and each
+        edge's ``q_after``/``alpha``. Either all of it is durable or none of it is.
+        Idempotent by episode id: a finished episode with the same reward returns the recorded
+        outcome (``replayed=True``) and changes nothing; another reward raises
+        :class:`~graphmem.errors.EpisodeFinished`. Concurrent calls credit exactly once.
+        An unknown id raises MemoryNotFound; a memory that is not an Episode, InvalidInput.
         """
 
     @abstractmethod
@@ -230,70 +275,45 @@ class MemoryStore(ABC):
         return n
 
     def import_jsonl(
-        self, lines: Iterable[str], *, namespace: str | None = None, batch_size: int = 500
+        self, lines: Iterable[str], *, namespace: str | None = None
     ) -> tuple[int, int]:
-        """Import an export; all lines are validated before anything is written.
+        """Import an export as one unit: a failed import leaves the store exactly as it was.
 
+        Every line is parsed and validated first (format, dimension, records, edge ends); only
+        then is anything written, in one atomic ``upsert`` (one journal record on the embedded
+        store, one transaction on Neo4j). The whole file is held in memory meanwhile, so an
+        import is bounded by memory (and, on Neo4j, by the server's transaction memory).
         ``namespace`` moves every record into that namespace (e.g. to copy memories between
         tenants). Returns (nodes, edges) imported.
         """
         if namespace is not None:
             check_namespace(namespace)
-        nodes: list[AnyMemory] = []
-        edges: list[Edge] = []
-        for line_no, raw in _numbered(lines):
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError as e:
-                raise ImportFormatError(line_no, f"not JSON ({e.msg})") from e
-            if not isinstance(record, dict):
-                raise ImportFormatError(line_no, "each line must be a JSON object")
-            kind = record.pop("type", None)
-            if namespace is not None and kind in ("node", "edge"):
-                record["namespace"] = namespace
-            try:
-                if kind == "header":
-                    if record.get("format") != EXPORT_FORMAT:
-                        raise ImportFormatError(line_no, f"unknown format {record.get('format')!r}")
-                    dim = record.get("dimension")
-                    if dim is not None:
-                        self.check_dimension(int(dim))
-                elif kind == "node":
-                    memory = memory_from_dict(record)
-                    if memory.embedding is not None:
-                        check_vector(memory.embedding, self.dimension)
-                    nodes.append(memory)
-                elif kind == "edge":
-                    edges.append(Edge(**record))
-                else:
-                    raise ImportFormatError(line_no, f"unknown record type {kind!r}")
-            except ImportFormatError:
-                raise
-            except InvalidInput as e:
-                raise ImportFormatError(line_no, str(e)) from e
-        self._check_import_edges(nodes, edges)
-        for start in range(0, len(nodes), batch_size):
-            self.upsert(nodes[start : start + batch_size], keep_utility=False)
-        for start in range(0, len(edges), batch_size):
-            self.upsert((), edges[start : start + batch_size])
+        plan = _parse_import(lines, namespace, self.dimension)
+        self._check_import_edges(plan)
+        nodes = [m for _, m in plan.nodes]
+        edges = [e for _, e in plan.edges]
+        if nodes or edges:
+            # The first vector written fixes an empty store's dimension in this same write.
+            self.upsert(nodes, edges, keep_utility=False)
+        if plan.dimension is not None and not plan.has_vectors:
+            # Only after the data is in: a failed write must not leave the dimension fixed.
+            self.check_dimension(plan.dimension)
         return len(nodes), len(edges)
 
-    def _check_import_edges(self, nodes: Sequence[AnyMemory], edges: Sequence[Edge]) -> None:
+    def _check_import_edges(self, plan: _ImportPlan) -> None:
         """Reject an import whose edges point at nodes neither imported nor present."""
-        known = {(m.namespace, m.id) for m in nodes}
-        missing: dict[str, list[str]] = {}
-        for edge in edges:
+        known = {(m.namespace, m.id) for _, m in plan.nodes}
+        missing: dict[str, dict[str, int]] = {}  # namespace -> unknown id -> first edge line
+        for line_no, edge in plan.edges:
             for end in (edge.src, edge.dst):
                 if (edge.namespace, end) not in known:
-                    missing.setdefault(edge.namespace, []).append(end)
+                    missing.setdefault(edge.namespace, {}).setdefault(end, line_no)
         for ns, ids in missing.items():
-            unique = list(dict.fromkeys(ids))
-            found = {m.id for m in self.get_many(ns, unique)}
-            lost = [i for i in unique if i not in found]
+            found = {m.id for m in self.get_many(ns, list(ids))}
+            lost = [(line_no, i) for i, line_no in ids.items() if i not in found]
             if lost:
-                raise ImportFormatError(0, f"edges point at unknown memories, e.g. {lost[0]!r}")
+                line_no, memory_id = min(lost)
+                raise ImportFormatError(line_no, f"edge points at unknown memory {memory_id!r}")
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
@@ -309,6 +329,108 @@ def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
         except UnicodeDecodeError as e:
             raise ImportFormatError(line_no, "not valid UTF-8 text") from e
         yield line_no, raw
+
+
+MAX_IMPORT_DIMENSION = 65536
+"""The largest embedding dimension an import header may declare."""
+
+
+@dataclass
+class _ImportPlan:
+    """A validated import: its records with their line numbers, and the dimension it implies."""
+
+    dimension: int | None  # the store's, else the file's (header or first vector)
+    where: str = "store"  # what fixed ``dimension``, for error messages
+    nodes: list[tuple[int, AnyMemory]] = field(default_factory=list)
+    edges: list[tuple[int, Edge]] = field(default_factory=list)
+    has_vectors: bool = False
+    kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def expect_dimension(self, dimension: int) -> None:
+        if self.dimension is None:
+            self.dimension, self.where = dimension, "file"
+        elif dimension != self.dimension:
+            raise DimensionMismatch(self.dimension, dimension, where=self.where)
+
+
+def _parse_import(
+    lines: Iterable[str], namespace: str | None, store_dimension: int | None
+) -> _ImportPlan:
+    """Parse and validate every line of an import (nothing is written here); raise an
+    ImportFormatError naming the first bad line."""
+    plan = _ImportPlan(dimension=store_dimension)
+    for line_no, raw in _numbered(lines):
+        if not raw.strip():
+            continue
+        try:
+            _parse_record(plan, line_no, _load_line(line_no, raw), namespace)
+        except ImportFormatError:
+            raise
+        except InvalidInput as e:
+            raise ImportFormatError(line_no, str(e)) from e
+        except RecursionError as e:
+            raise ImportFormatError(line_no, "the record is nested too deeply") from e
+    return plan
+
+
+def _load_line(line_no: int, raw: str) -> dict[str, Any]:
+    """One line as a JSON object; every way it can fail is an ImportFormatError."""
+    try:
+        record = json.loads(raw)
+    except RecursionError as e:
+        raise ImportFormatError(line_no, "not JSON (nested too deeply)") from e
+    except json.JSONDecodeError as e:
+        raise ImportFormatError(line_no, f"not JSON ({e.msg})") from e
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise ImportFormatError(line_no, f"not usable JSON ({str(e)[:100]})") from e
+    if not isinstance(record, dict):
+        raise ImportFormatError(line_no, "each line must be a JSON object")
+    return record
+
+
+def _parse_record(plan: _ImportPlan, line_no: int, record: dict[str, Any], ns: str | None) -> None:
+    """Validate one record into ``plan``."""
+    kind = record.pop("type", None)
+    if ns is not None and kind in ("node", "edge"):
+        record["namespace"] = ns
+    if kind == "header":
+        if record.get("format") != EXPORT_FORMAT:
+            raise ImportFormatError(line_no, f"unknown format {_short(record.get('format'))}")
+        if record.get("dimension") is not None:
+            plan.expect_dimension(_header_dimension(record["dimension"]))
+    elif kind == "node":
+        memory = memory_from_dict(record)
+        if memory.embedding is not None:
+            plan.expect_dimension(len(check_vector(memory.embedding)))
+            plan.has_vectors = True
+        key = (memory.namespace, memory.id)
+        if plan.kinds.setdefault(key, memory.kind) != memory.kind:
+            raise ImportFormatError(
+                line_no,
+                f"memory {memory.id!r} is a {plan.kinds[key]} earlier in the file, "
+                f"here a {memory.kind}",
+            )
+        plan.nodes.append((line_no, memory))
+    elif kind == "edge":
+        plan.edges.append((line_no, Edge(**record)))
+    else:
+        raise ImportFormatError(line_no, f"unknown record type {_short(kind)}")
+
+
+def _header_dimension(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(f"the header's dimension must be an integer, got {_short(value)}")
+    if not 1 <= value <= MAX_IMPORT_DIMENSION:
+        raise InvalidInput(
+            f"the header's dimension must be in 1..{MAX_IMPORT_DIMENSION}, got {_short(value)}"
+        )
+    return value
+
+
+def _short(value: Any) -> str:
+    """A value for an error message: its repr, cut to one short line."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def upsert_batch(
@@ -344,3 +466,24 @@ def check_alpha_reward(alpha: float, reward: float) -> None:
         raise InvalidInput(f"alpha must be in (0, 1], got {alpha!r}")
     if not math.isfinite(reward):
         raise InvalidInput(f"reward must be a finite number, got {reward!r}")
+
+
+def credited_order(edges: Sequence[Edge]) -> list[str]:
+    """Memory ids at the end of an episode's RETRIEVED edges: by rank, then id, once each."""
+
+    def rank(edge: Edge) -> int:
+        value = edge.props.get("rank")
+        return value if isinstance(value, int) and not isinstance(value, bool) else 1 << 30
+
+    ordered = sorted(edges, key=lambda e: (rank(e), e.dst))
+    return list(dict.fromkeys(e.dst for e in ordered))
+
+
+def recorded_q_after(edges: Sequence[Edge]) -> dict[str, float]:
+    """``q_after`` per memory, from the RETRIEVED edges of a finished episode."""
+    out: dict[str, float] = {}
+    for edge in edges:
+        value = edge.props.get("q_after")
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out[edge.dst] = float(value)
+    return {i: out[i] for i in credited_order(edges) if i in out}

@@ -64,6 +64,43 @@ RETURN state, options
 
 AWAIT_INDEXES: Final = "CALL db.awaitIndexes($seconds)"
 
+# Any node uniqueness constraint (or node key) counts, whatever its name: the store needs the
+# guarantee, not our spelling of it. Neo4j has named the type UNIQUENESS and later
+# NODE_PROPERTY_UNIQUENESS.
+UNIQUE_CONSTRAINTS: Final = """
+SHOW CONSTRAINTS YIELD type, entityType, labelsOrTypes, properties
+WHERE entityType = 'NODE' AND (type CONTAINS 'UNIQUE' OR type CONTAINS 'KEY')
+RETURN labelsOrTypes AS labels, properties
+"""
+
+# Only run while the uniqueness constraint is missing (it scans every memory).
+DUPLICATE_IDS: Final = """
+MATCH (m:Memory)
+WITH m.namespace AS namespace, m.id AS id, count(*) AS copies
+WHERE copies > 1
+WITH namespace, id, copies ORDER BY copies DESC, namespace, id
+RETURN count(*) AS total, collect({namespace: namespace, id: id, copies: copies})[..$limit] AS shown
+"""
+
+DUPLICATE_META: Final = """
+MATCH (g:GraphmemMeta)
+WITH g.name AS name, count(*) AS copies
+WHERE copies > 1
+RETURN name, copies
+"""
+
+# Shown to users in the duplicates error: keeps the most recently updated node of each id.
+DEDUPE_HINT: Final = (
+    "MATCH (m:Memory) WITH m ORDER BY m.updated_at DESC "
+    "WITH m.namespace AS ns, m.id AS id, collect(m) AS ms WHERE size(ms) > 1 "
+    "UNWIND ms[1..] AS extra DETACH DELETE extra"
+)
+META_DEDUPE_HINT: Final = (
+    "MATCH (g:GraphmemMeta) WITH g ORDER BY g.dimension IS NULL "
+    "WITH g.name AS name, collect(g) AS gs WHERE size(gs) > 1 "
+    "UNWIND gs[1..] AS extra DETACH DELETE extra"
+)
+
 # ---- writes ----------------------------------------------------------------------------------
 
 KINDS_OF: Final = """
@@ -75,17 +112,21 @@ RETURN m.namespace AS namespace, m.id AS id, m.kind AS kind
 
 @cache
 def upsert_nodes(kind: MemoryKind) -> str:
-    """Insert or replace nodes of one kind; existing utility survives unless told otherwise."""
+    """Insert nodes of one kind, or overwrite the content of those that exist.
+
+    A new node gets ``row.utility`` (q, q_updates, uses, successes) and ``row.content``; an
+    existing one only ``row.content``, which holds every other field of the kind, null where the
+    memory has none (``+=`` with null removes a stale property). Nothing here reads the node, so
+    a concurrent :data:`UPDATE_UTILITY` is never overwritten by a value read before it committed.
+    An import (``keep_utility=False``) puts the utility in ``row.content`` too: a plain write of
+    the values the file holds, which wins over increments committed before it, by design.
+    """
     return f"""
 UNWIND $rows AS row
 MERGE (m:Memory {{namespace: row.namespace, id: row.id}})
-WITH m, row, m.q IS NOT NULL AND $keep_utility AS keep,
-     m {{.q, .q_updates, .uses, .successes}} AS utility
-SET m = row.props
+ON CREATE SET m += row.utility
+SET m += row.content
 SET m:{label(kind)}
-WITH m, keep, utility
-WHERE keep
-SET m += utility
 """
 
 
@@ -269,4 +310,36 @@ NAMESPACES: Final = """
 MATCH (m:Memory)
 RETURN DISTINCT m.namespace AS namespace
 ORDER BY namespace
+"""
+
+
+# ---- finishing an episode (one transaction; see Neo4jStore.finish_episode) -------------------
+
+# Writing a property takes the node's write lock, held to the end of the transaction: a second
+# finish of the same episode waits here until the first commits, then reads its result.
+LOCK_EPISODE: Final = """
+MATCH (e:Memory {namespace: $namespace, id: $id})
+SET e.finish_lock = true
+REMOVE e.finish_lock
+RETURN properties(e) AS props
+"""
+
+RETRIEVED_BY: Final = """
+MATCH (e:Memory {namespace: $namespace, id: $id})-[r:RETRIEVED]->(m:Memory)
+RETURN m.id AS dst, properties(r) AS props
+"""
+
+# The status condition sits in the MATCH: a finish that is not the first changes nothing.
+CLOSE_EPISODE: Final = """
+MATCH (e:Memory {namespace: $namespace, id: $id})
+WHERE e.status = 'open'
+SET e += $props
+RETURN properties(e) AS props
+"""
+
+ANNOTATE_RETRIEVED: Final = """
+UNWIND $rows AS row
+MATCH (e:Memory {namespace: $namespace, id: $id})-[r:RETRIEVED]->(m:Memory {id: row.id})
+WHERE m.namespace = $namespace
+SET r.q_after = row.q, r.alpha = $alpha
 """

@@ -11,8 +11,9 @@ write-ahead log and fsyncs it before returning, so an acknowledged write survive
 or a power cut. When the log outgrows both ``compact_bytes`` and the last snapshot (or on
 :meth:`EmbeddedStore.compact`) the state is written as a snapshot of the next generation (temp
 file, fsync, atomic rename, then the ``CURRENT`` pointer; see ``_journal``). Opening loads the
-snapshot and replays the log; a torn last line (a writer killed mid-append, never acknowledged)
-is cut off.
+snapshot and replays the log, verifying every checksum; a torn last line (a writer killed
+mid-append, never acknowledged) is cut off, while damage before intact records is refused as
+corruption (``graphmem store check|repair``, see ``_check``).
 
 Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
 ``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
@@ -32,15 +33,25 @@ import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from graphmem.errors import DimensionMismatch, InvalidInput, MemoryNotFound, StoreError
+from graphmem.errors import (
+    DimensionMismatch,
+    EpisodeFinished,
+    GraphmemError,
+    InvalidInput,
+    MemoryNotFound,
+    StoreError,
+)
 from graphmem.models import (
     UTILITY_FIELDS,
     AnyMemory,
     Edge,
     EdgeKind,
+    Episode,
+    EpisodeStatus,
     MemoryKind,
     check_id,
     check_namespace,
@@ -48,7 +59,8 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
-from graphmem.stores._journal import Journal
+from graphmem.stores._check import corrupt_log_message, load_snapshot_state
+from graphmem.stores._journal import Journal, LogDamage, iter_log, one_line
 from graphmem.stores._state import (
     GraphState,
     UtilityChange,
@@ -60,10 +72,13 @@ from graphmem.stores._state import (
 from graphmem.stores._vectors import Vector, as_float32
 from graphmem.stores.base import (
     Direction,
+    EpisodeCredit,
     MemoryStore,
     Recall,
     check_alpha_reward,
     check_patch,
+    credited_order,
+    recorded_q_after,
     upsert_batch,
 )
 
@@ -158,45 +173,48 @@ class EmbeddedStore(MemoryStore):
             raise StoreError("the store is closed")
 
     def _catch_up(self, *, exclusive: bool) -> None:
-        """Apply what other processes committed since this one last looked."""
+        """Apply what other processes committed since this one last looked.
+
+        Every record's checksum is verified first. A damaged last record is a write that never
+        finished (its writer died before acknowledging it) and is cut off; a damaged record
+        with intact ones after it is corruption, refused in one line naming file and offset.
+        """
         journal = self._journal
         assert journal is not None
         generation = journal.read_current()
-        if generation != journal.generation:
+        if generation != journal.generation or journal.size() < journal.offset:
+            # A new generation, or a log that `graphmem store repair` cut back: start over.
             self._load_generation(journal, generation)
         data = journal.unread()
-        pos = 0
-        while pos < len(data):
-            end = data.find(b"\n", pos)
-            if end < 0:
-                break  # torn tail: a writer died mid-append
-            try:
-                change = decode_line(data[pos:end])
-            except ValueError as e:
-                if data[end + 1 :].strip():
-                    raise StoreError(
-                        f"the store's log {journal.root} is corrupt at byte "
-                        f"{journal.offset + pos}: {e}"
-                    ) from e
-                break  # a garbled last record was never acknowledged
-            self._state.apply(change)
-            pos = end + 1
-        journal.offset += pos
-        if pos < len(data) and exclusive:
-            log.warning("dropping %d bytes of an unfinished write", len(data) - pos)
+        base, applied = journal.offset, 0
+        try:
+            for start, end, change in iter_log(data, decode_line):
+                try:
+                    self._state.apply(change)
+                except GraphmemError as e:
+                    raise LogDamage(start, f"cannot be applied: {one_line(str(e))}") from e
+                applied = end
+        except LogDamage as e:
+            journal.offset = base + applied  # what was applied stays applied
+            wal, offset = journal.wal_path(), base + e.offset
+            raise StoreError(corrupt_log_message(wal, journal.root, offset, e.reason)) from e
+        journal.offset = base + applied
+        if applied < len(data) and exclusive:
+            log.warning(
+                "dropping %d bytes of an unfinished write at byte %d of %s",
+                len(data) - applied,
+                journal.offset,
+                journal.wal_path(),
+            )
             journal.truncate(journal.offset)
 
     def _load_generation(self, journal: Journal, generation: int) -> None:
         journal.open_wal(generation)
-        state = GraphState()
-        snapshot = journal.load_snapshot(generation)
-        if snapshot is not None:
-            record, matrix = snapshot
-            try:
-                state.apply(decode_change(record, matrix))
-            except (InvalidInput, KeyError, TypeError, ValueError) as e:
-                raise StoreError(f"snapshot {generation} of {journal.root} is corrupt: {e}") from e
-        self._state = state
+        try:
+            self._state = load_snapshot_state(journal, generation)
+        except BaseException:
+            journal.generation = -1  # load again on the next call, never go on from a stale state
+            raise
 
     def _commit(self, line: bytes) -> None:
         """Make one change durable, then apply it (the caller holds the write lock)."""
@@ -355,28 +373,104 @@ class EmbeddedStore(MemoryStore):
         if not ids:
             return []
         with self._write():
-            now = utcnow()
-            updates = []
-            for memory_id in ids:
-                m = self._state.memory(namespace, memory_id)
-                if m is None:
-                    raise MemoryNotFound(memory_id, namespace)
-                q = m.q + alpha * (reward - m.q)
-                if not math.isfinite(q):
-                    raise InvalidInput(f"the update would make q of {memory_id!r} non-finite")
-                updates.append(
-                    UtilityChange(
-                        namespace,
-                        memory_id,
-                        q,
-                        m.q_updates + 1,
-                        m.uses + 1,
-                        m.successes + (1 if success else 0),
-                        now,
-                    )
-                )
+            updates = self._utility_changes(namespace, ids, reward, alpha, success, utcnow())
             self._commit(encode_change(utility=updates))
             return [self._copy(namespace, i) for i in ids]
+
+    def _utility_changes(
+        self,
+        namespace: str,
+        ids: Sequence[str],
+        reward: float,
+        alpha: float,
+        success: bool | None,
+        now: datetime,
+    ) -> list[UtilityChange]:
+        """``q ← q + α(r − q)`` and the counters, from the current state (write lock held)."""
+        updates = []
+        for memory_id in ids:
+            m = self._state.memory(namespace, memory_id)
+            if m is None:
+                raise MemoryNotFound(memory_id, namespace)
+            q = m.q + alpha * (reward - m.q)
+            if not math.isfinite(q):
+                raise InvalidInput(f"the update would make q of {memory_id!r} non-finite")
+            updates.append(
+                UtilityChange(
+                    namespace,
+                    memory_id,
+                    q,
+                    m.q_updates + 1,
+                    m.uses + 1,
+                    m.successes + (1 if success else 0),
+                    now,
+                )
+            )
+        return updates
+
+    def finish_episode(
+        self,
+        namespace: str,
+        episode_id: str,
+        reward: float,
+        alpha: float,
+        *,
+        success: bool,
+        finished_at: datetime,
+    ) -> EpisodeCredit:
+        check_namespace(namespace)
+        check_id(episode_id)
+        check_alpha_reward(alpha, reward)
+        retrieved = [EdgeKind.RETRIEVED]
+        with self._write():
+            episode = self._state.memory(namespace, episode_id)
+            if episode is None:
+                raise MemoryNotFound(episode_id, namespace)
+            if not isinstance(episode, Episode):
+                raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+            edges = self._state.edges_of(namespace, episode_id, retrieved, "out")
+            if episode.status is EpisodeStatus.FINISHED:
+                return self._replay(namespace, episode, edges, reward)
+            ids = credited_order(edges)
+            updates = self._utility_changes(namespace, ids, reward, alpha, success, finished_at)
+            closed = episode.model_copy(
+                update={
+                    "status": EpisodeStatus.FINISHED,
+                    "reward": reward,
+                    "success": success,
+                    "finished_at": finished_at,
+                    "updated_at": finished_at,
+                }
+            )
+            annotated = [
+                e.model_copy(update={"props": {**e.props, "q_after": u.q, "alpha": alpha}})
+                for e, u in zip(_by_dst(edges, ids), updates, strict=True)
+            ]
+            vector = self._state.vector(namespace, episode_id)
+            # One log record: the closed episode, the new utilities and the annotated edges are
+            # applied (and replayed after a crash) together or not at all.
+            self._commit(
+                encode_change(nodes=[node_record(closed, vector)], edges=annotated, utility=updates)
+            )
+            return EpisodeCredit(
+                episode=cast(Episode, self._copy(namespace, episode_id)),
+                updated=[self._copy(namespace, i) for i in ids],
+                q_after={u.memory_id: u.q for u in updates},
+            )
+
+    def _replay(
+        self, namespace: str, episode: Episode, edges: list[Edge], reward: float
+    ) -> EpisodeCredit:
+        """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
+        if episode.reward != reward:
+            raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
+        q_after = recorded_q_after(edges)
+        return EpisodeCredit(
+            episode=cast(Episode, self._copy(namespace, episode.id)),
+            updated=[m for i in q_after if (m := self._state.copy_out(namespace, i)) is not None],
+            q_after=q_after,
+            replayed=True,
+        )
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         check_namespace(namespace)
@@ -499,6 +593,12 @@ class EmbeddedStore(MemoryStore):
     def namespaces(self) -> list[str]:
         with self._read():
             return self._state.namespaces()
+
+
+def _by_dst(edges: Sequence[Edge], ids: Sequence[str]) -> list[Edge]:
+    """One edge per id, in the order of ``ids``."""
+    by_dst = {e.dst: e for e in edges}
+    return [by_dst[i] for i in ids]
 
 
 def _check_ids(memory_ids: Sequence[str]) -> list[str]:

@@ -7,7 +7,10 @@ Writes are batched with UNWIND inside managed transactions, which the driver ret
 transient errors; ``neo4j://`` routing URIs work unchanged.
 
 The schema (constraints, vector and full-text indexes) is applied explicitly with
-:func:`graphmem.schema.setup` or ``graphmem schema apply``, never by the constructor.
+:func:`graphmem.schema.setup` or ``graphmem schema apply``, never by the constructor. The one
+exception: if the uniqueness constraints are missing, the first write that can create a node
+creates them (dimension-free and idempotent), since without them concurrent saves of one id
+make duplicates; see :meth:`Neo4jStore.ensure_constraints`.
 
 >>> store = Neo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "secret")  # doctest: +SKIP
 >>> store.setup(384)  # doctest: +SKIP
@@ -18,7 +21,8 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, TypeVar
+from datetime import datetime
+from typing import Any, TypeVar, cast
 
 import neo4j
 from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavailable
@@ -26,6 +30,7 @@ from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavaila
 from graphmem.errors import (
     ConfigError,
     DimensionMismatch,
+    EpisodeFinished,
     GraphmemError,
     InvalidInput,
     MemoryNotFound,
@@ -35,6 +40,8 @@ from graphmem.models import (
     AnyMemory,
     Edge,
     EdgeKind,
+    Episode,
+    EpisodeStatus,
     MemoryKind,
     check_id,
     check_namespace,
@@ -42,6 +49,7 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
+from graphmem.settings import check_neo4j_uri, redact_uri
 from graphmem.stores import cypher
 from graphmem.stores import neo4j_recall as recall
 from graphmem.stores import neo4j_rows as mapping
@@ -49,10 +57,13 @@ from graphmem.stores.base import (
     ABOUT_KINDS,
     OWNED_BY,
     Direction,
+    EpisodeCredit,
     MemoryStore,
     Recall,
     check_alpha_reward,
     check_patch,
+    credited_order,
+    recorded_q_after,
     upsert_batch,
 )
 
@@ -78,6 +89,7 @@ class Neo4jStore(MemoryStore):
         self._closed = False
         self._dimension: int | None = None
         self._index_ready = False
+        self._constraints_ok = False
 
     @classmethod
     def from_uri(
@@ -90,22 +102,30 @@ class Neo4jStore(MemoryStore):
     ) -> Neo4jStore:
         """Connect to ``uri`` (``bolt://`` or ``neo4j://``), check it answers, own the driver.
 
-        No password means no authentication.
+        No password means no authentication. Errors say what to change and never show a
+        password (credentials in the URI itself are refused, and redacted).
         """
+        check_neo4j_uri(uri)
+        shown = redact_uri(uri)
         auth = (user, password) if password is not None else None
         try:
             driver = neo4j.GraphDatabase.driver(uri, auth=auth, **driver_config)
         except (ValueError, DriverError, ImportError) as e:
-            # ImportError: the driver's http:// transport needs an optional package.
-            raise ConfigError(f"unusable Neo4j URI {uri!r}: {_reason(e)}") from e
+            raise ConfigError(f"unusable Neo4j URI {shown!r}: {_reason(e)}") from e
         try:
             driver.verify_connectivity()
         except AuthError as e:
             driver.close()
-            raise StoreError(f"Neo4j at {uri} rejected the credentials of user {user!r}") from e
-        except (DriverError, Neo4jError, OSError) as e:
+            raise StoreError(
+                f"Neo4j at {shown} rejected the credentials of user {user!r}: check "
+                "GRAPHMEM_NEO4J_USER and GRAPHMEM_NEO4J_PASSWORD"
+            ) from e
+        except (DriverError, Neo4jError, OSError, ValueError) as e:
             driver.close()
-            raise StoreError(f"cannot reach Neo4j at {uri}: {_reason(e)}") from e
+            raise StoreError(
+                f"cannot reach Neo4j at {shown}: {_reason(e)}; check the URI and that the "
+                "server is running (a local one: `graphmem neo4j start`)"
+            ) from e
         store = cls(driver, database=database)
         store._owns_driver = True
         return store
@@ -120,6 +140,21 @@ class Neo4jStore(MemoryStore):
 
         setup(self._driver, dimension, database=self._database)
         self._index_ready = False
+        self._constraints_ok = True
+
+    def ensure_constraints(self) -> None:
+        """Make sure the uniqueness constraints exist; called before any write that can create
+        a node (see :func:`graphmem.schema.ensure_constraints`).
+
+        Checked once per store: without the constraints, processes saving the same id at the
+        same time create duplicate nodes that no later write can undo.
+        """
+        if self._constraints_ok:
+            return
+        from graphmem.schema import ensure_constraints
+
+        ensure_constraints(self._driver, database=self._database)
+        self._constraints_ok = True
 
     # ---- plumbing -------------------------------------------------------------------------
 
@@ -167,6 +202,7 @@ class Neo4jStore(MemoryStore):
             if self._dimension != dimension:
                 raise DimensionMismatch(self._dimension or 0, dimension)
             return
+        self.ensure_constraints()
         self._dimension = self._write(lambda tx: _fix_dimension(tx, dimension), "dimension write")
 
     # ---- writes ---------------------------------------------------------------------------
@@ -187,7 +223,7 @@ class Neo4jStore(MemoryStore):
             raise DimensionMismatch(known, dims)
         # Only the first vector ever written touches the meta node (no lock on every upsert).
         fix = dims if dims is not None and known is None else None
-        by_kind, wanted = mapping.node_rows(nodes)
+        by_kind, wanted = mapping.node_rows(nodes, keep_utility=keep_utility)
         edge_rows = mapping.edge_rows(edges)
 
         def work(tx: neo4j.ManagedTransaction) -> int | None:
@@ -202,8 +238,7 @@ class Neo4jStore(MemoryStore):
                             f"{rec['kind']}, not a {want}"
                         )
             for node_kind, rows in by_kind.items():
-                query = cypher.upsert_nodes(node_kind)
-                tx.run(query, rows=rows, keep_utility=keep_utility).consume()
+                tx.run(cypher.upsert_nodes(node_kind), rows=rows).consume()
             if edge_rows:
                 flat = [row for rows in edge_rows.values() for row in rows]
                 missing = tx.run(cypher.MISSING_ENDPOINTS, rows=flat).single()
@@ -213,6 +248,8 @@ class Neo4jStore(MemoryStore):
                     tx.run(cypher.upsert_edges(edge_kind), rows=rows).consume()
             return fixed
 
+        if nodes:
+            self.ensure_constraints()
         fixed = self._write(work, "upsert")
         if fixed is not None:
             self._dimension = fixed
@@ -281,6 +318,105 @@ class Neo4jStore(MemoryStore):
 
         updated = self._write(work, "utility update")
         return [updated[i] for i in ids]
+
+    def finish_episode(
+        self,
+        namespace: str,
+        episode_id: str,
+        reward: float,
+        alpha: float,
+        *,
+        success: bool,
+        finished_at: datetime,
+    ) -> EpisodeCredit:
+        """One write transaction: lock the episode, then close it and credit its memories.
+
+        The driver may run the transaction function again (a transient error, or a commit
+        whose answer was lost); the run that finds the episode finished replays its outcome.
+        """
+        check_namespace(namespace)
+        check_id(episode_id)
+        check_alpha_reward(alpha, reward)
+        key: dict[str, Any] = {"namespace": namespace, "id": episode_id}
+
+        def work(tx: neo4j.ManagedTransaction) -> EpisodeCredit:
+            found = tx.run(cypher.LOCK_EPISODE, **key).single()
+            if found is None:
+                raise MemoryNotFound(episode_id, namespace)
+            episode = mapping.to_memory(found["props"])
+            if not isinstance(episode, Episode):
+                raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+            edges = [
+                Edge(namespace=namespace, kind=EdgeKind.RETRIEVED, src=episode_id, **row)
+                for row in _retrieved_rows(tx, key)
+            ]
+            if episode.status is EpisodeStatus.FINISHED:
+                return self._replay(tx, namespace, episode, edges, reward)
+            ids = credited_order(edges)
+            updated: dict[str, AnyMemory] = {}
+            if ids:
+                result = tx.run(
+                    cypher.UPDATE_UTILITY,
+                    namespace=namespace,
+                    ids=sorted(ids),
+                    alpha=float(alpha),
+                    reward=float(reward),
+                    success_inc=1 if success else 0,
+                    now=finished_at.isoformat(),
+                )
+                for row in result:
+                    if not math.isfinite(row["props"]["q"]):  # raising rolls it all back
+                        raise InvalidInput(
+                            f"the update would make q of {row['props']['id']!r} non-finite"
+                        )
+                    memory = mapping.to_memory(row["props"])
+                    updated[memory.id] = memory
+                rows = [{"id": i, "q": updated[i].q} for i in ids]
+                tx.run(cypher.ANNOTATE_RETRIEVED, **key, rows=rows, alpha=float(alpha)).consume()
+            closed = episode.model_copy(
+                update={
+                    "status": EpisodeStatus.FINISHED,
+                    "reward": reward,
+                    "success": success,
+                    "finished_at": finished_at,
+                    "updated_at": finished_at,
+                }
+            )
+            dumped = mapping.props(closed)
+            props = {
+                k: dumped[k] for k in ("status", "reward", "success", "finished_at", "updated_at")
+            }
+            record = tx.run(cypher.CLOSE_EPISODE, **key, props=props).single()
+            if record is None:  # cannot happen under the lock; never credit without closing
+                raise StoreError(f"episode {episode_id!r} changed while it was being finished")
+            return EpisodeCredit(
+                episode=cast(Episode, mapping.to_memory(record["props"])),
+                updated=[updated[i] for i in ids],
+                q_after={i: updated[i].q for i in ids},
+            )
+
+        return self._write(work, "episode finish")
+
+    @staticmethod
+    def _replay(
+        tx: neo4j.ManagedTransaction,
+        namespace: str,
+        episode: Episode,
+        edges: list[Edge],
+        reward: float,
+    ) -> EpisodeCredit:
+        """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
+        if episode.reward != reward:
+            raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
+        q_after = recorded_q_after(edges)
+        result = tx.run(cypher.GET_MANY, namespace=namespace, ids=list(q_after))
+        by_id = {m.id: m for m in (mapping.to_memory(r["props"]) for r in result)}
+        return EpisodeCredit(
+            episode=episode,
+            updated=[by_id[i] for i in q_after if i in by_id],
+            q_after=q_after,
+            replayed=True,
+        )
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         check_namespace(namespace)
@@ -488,13 +624,30 @@ class Neo4jStore(MemoryStore):
 
 
 def _reason(e: BaseException) -> str:
-    """One line about a driver error; never the parameters or credentials."""
+    """One line about a driver error that says what went wrong; never the query parameters,
+    and credentials in any URI it quotes are redacted."""
     if isinstance(e, ServiceUnavailable):
         return "the server is unavailable"
-    message = getattr(e, "message", None) or str(e) or type(e).__name__
-    code = getattr(e, "code", None)
-    line = str(message).strip().splitlines()[0][:300] if str(message).strip() else type(e).__name__
+    # A server error's ``message`` is the server's text; the driver's own errors only carry a
+    # generic GQL status there ("50N42: Unexpected error ..."), their text is str(e).
+    message = e.message if isinstance(e, Neo4jError) else None
+    text = str(message or e).strip()
+    line = redact_uri(text.splitlines()[0])[:300] if text else type(e).__name__
+    code = e.code if isinstance(e, Neo4jError) else None
     return f"{line} ({code})" if code else line
+
+
+def _retrieved_rows(tx: neo4j.ManagedTransaction, key: dict[str, Any]) -> list[dict[str, Any]]:
+    """An episode's RETRIEVED edges as Edge fields (dst, props, created_at)."""
+    rows = []
+    for record in tx.run(cypher.RETRIEVED_BY, **key):
+        props = dict(record["props"])
+        row: dict[str, Any] = {"dst": record["dst"], "props": props}
+        created_at = props.pop("created_at", None)
+        if created_at is not None:
+            row["created_at"] = created_at
+        rows.append(row)
+    return rows
 
 
 def _meta_dimension(tx: neo4j.ManagedTransaction) -> int | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from graphmem.errors import DimensionMismatch, InvalidInput
 from graphmem.models import (
+    UTILITY_FIELDS,
     AnyMemory,
     Edge,
     EdgeKind,
@@ -46,12 +47,32 @@ def props(memory: AnyMemory) -> dict[str, Any]:
     return {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
 
 
+def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
+    """One UNWIND row of :func:`graphmem.stores.cypher.upsert_nodes`.
+
+    ``content`` names every field of the memory's kind except the MERGE key and (unless
+    ``keep_utility`` is False) the utility fields, with None for those the memory lacks, so
+    that writing it onto an existing node removes stale properties and leaves utility alone.
+    ``utility`` is what a new node starts with.
+    """
+    dumped = props(memory)
+    skip = {"namespace", "id"} | (UTILITY_FIELDS if keep_utility else set())
+    fields = type(memory).model_fields
+    return {
+        "namespace": memory.namespace,
+        "id": memory.id,
+        "utility": {k: dumped[k] for k in sorted(UTILITY_FIELDS)},
+        "content": {k: dumped.get(k) for k in fields if k not in skip},
+    }
+
+
 def node_rows(
-    nodes: Sequence[AnyMemory],
+    nodes: Sequence[AnyMemory], *, keep_utility: bool = True
 ) -> tuple[dict[MemoryKind, list[dict[str, Any]]], dict[tuple[str, str], str]]:
-    """Rows per kind for UNWIND, and the kind the call writes for each (namespace, id)."""
+    """Rows per kind for UNWIND (the last of a repeated id wins, as in the embedded store),
+    and the kind the call writes for each (namespace, id)."""
     kinds: dict[tuple[str, str], str] = {}
-    out: dict[MemoryKind, list[dict[str, Any]]] = {}
+    last: dict[tuple[str, str], AnyMemory] = {}
     for memory in nodes:
         key = (memory.namespace, memory.id)
         if kinds.setdefault(key, memory.kind) != memory.kind:
@@ -59,10 +80,11 @@ def node_rows(
                 f"memory {memory.id!r} appears twice in one call with kinds "
                 f"{kinds[key]} and {memory.kind}"
             )
-        kind = MemoryKind(memory.kind)
-        out.setdefault(kind, []).append(
-            {"namespace": memory.namespace, "id": memory.id, "props": props(memory)}
-        )
+        last[key] = memory
+    out: dict[MemoryKind, list[dict[str, Any]]] = {}
+    for memory in last.values():
+        row = node_row(memory, keep_utility=keep_utility)
+        out.setdefault(MemoryKind(memory.kind), []).append(row)
     return out, kinds
 
 

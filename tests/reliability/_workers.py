@@ -74,6 +74,22 @@ def fork_all(n: int, work: Callable[[int], None], *, timeout: float = 300.0) -> 
     return [codes[p] for p in pids]
 
 
+def store_spec(store: MemoryStore) -> dict[str, Any]:
+    """How a forked worker opens its own connection to the same store (see :func:`open_store`)."""
+    from graphmem.stores.embedded import EmbeddedStore
+
+    if isinstance(store, EmbeddedStore):
+        assert store.path is not None
+        return {"backend": "embedded", "path": str(store.path)}
+    return {
+        "backend": "neo4j",
+        "uri": os.environ["GRAPHMEM_NEO4J_URI"],
+        "user": os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j"),
+        "password": os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None,
+        "database": os.environ.get("GRAPHMEM_NEO4J_DATABASE") or None,
+    }
+
+
 def open_store(spec: dict[str, Any]) -> MemoryStore:
     """A fresh store connection from a picklable description (one per process)."""
     if spec["backend"] == "embedded":

@@ -25,6 +25,7 @@ from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.embedded import EmbeddedStore
 
 from ._crash import DIM, NS, Model, check_structure, export_text, observe, writer
+from ._workers import DIM as SERVER_DIM
 from .conftest import PrivateServer
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
@@ -184,7 +185,12 @@ class RetryingWriter(threading.Thread):
                 previous = None
                 for i in range(WRITES):
                     note = Note(
-                        id=f"w{i}", namespace=self.ns, content=f"write {i}", embedding=[1.0, i + 1]
+                        id=f"w{i}",
+                        namespace=self.ns,
+                        content=f"write {i}",
+                        # The private server is shared by the session: all its tests write
+                        # vectors of the one dimension the first of them fixes.
+                        embedding=[1.0, float(i + 1), *([0.0] * (SERVER_DIM - 2))],
                     )
                     edges = []
                     if previous is not None:

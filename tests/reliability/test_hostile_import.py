@@ -10,6 +10,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +208,128 @@ def test_cli_export_to_an_unwritable_path_fails_in_one_line(
 ) -> None:
     code, err = _run(capsys, "export", str(tmp_path / "no-such-dir" / "out.jsonl"))
     assert code == 2 and err.startswith("graphmem: error:") and err.count("\n") == 1
+
+
+# ---- a failed import changes nothing, whatever fails and wherever -------------------------
+
+HEADER = '{"type": "header", "format": "graphmem.jsonl/1", "dimension": %s}'
+HOSTILE_DIMENSIONS = ('"abc"', "[1]", "1e400", "0", "-3", "100000000", "true", "1.5", "{}")
+"""Header dimensions as they appear in the file (1e400 parses as infinity)."""
+DEEP = "[" * 100_000 + "]" * 100_000
+"""100k-deep JSON nesting: deeper than Python's recursion limit."""
+
+
+def test_a_hostile_header_dimension_is_refused_and_fixes_nothing(
+    store: MemoryStore, namespace: str
+) -> None:
+    dimension = store.dimension  # None on a fresh embedded store; the shared Neo4j has one
+    node = _node(namespace)
+    for raw in HOSTILE_DIMENSIONS:
+        error = refused_cleanly(
+            store, namespace, lambda r=raw: store.import_jsonl([HEADER % r, node])
+        )
+        assert isinstance(error, ImportFormatError) and error.line_no == 1, error
+        assert "dimension" in str(error)
+        assert store.dimension == dimension
+    for lines in ([DEEP], [HEADER % DIM, node, DEEP], [_node(namespace, tags=[[["x"]] * 3])]):
+        error = refused_cleanly(store, namespace, lambda x=lines: store.import_jsonl(x))
+        assert isinstance(error, ImportFormatError) and error.line_no == len(lines), error
+    assert store.dimension == dimension
+
+
+def test_a_failed_import_leaves_an_empty_store_without_a_dimension(tmp_path: Path) -> None:
+    """The header fixed the dimension before the file was validated: later adds all failed."""
+    from graphmem.stores.embedded import EmbeddedStore
+
+    store = EmbeddedStore.open(tmp_path / "empty")
+    try:
+        lines = [HEADER % 1024, _node("ns", embedding=[1.0] * 1024), "{not json"]
+        with pytest.raises(ImportFormatError, match="line 3"):
+            store.import_jsonl(lines)
+        assert store.dimension is None
+        with pytest.raises(ImportFormatError, match="line 2"):  # vectors must match the header
+            store.import_jsonl([HEADER % 8, _node("ns", embedding=[1.0] * 4)])
+        assert store.dimension is None and store.namespaces() == []
+        store.upsert([Note(namespace="ns", content="later", embedding=[1.0, 0.0, 0.0])])
+        assert store.dimension == 3
+        # A header alone (an export of an empty store) still fixes the dimension once valid.
+        empty = EmbeddedStore.open(tmp_path / "empty-2")
+        try:
+            assert empty.import_jsonl([HEADER % 5]) == (0, 0) and empty.dimension == 5
+        finally:
+            empty.close()
+    finally:
+        store.close()
+
+
+def _many_notes(ns: str, n: int) -> list[str]:
+    return [_node(ns, id=f"n{i}", content=f"note {i}", embedding=[1.0 + i] * DIM) for i in range(n)]
+
+
+def _tip(ns: str, memory_id: str) -> str:
+    return json.dumps(
+        {"type": "node", "kind": "Tip", "namespace": ns, "id": memory_id, "text": "t"}
+    )
+
+
+def test_an_import_failing_at_line_602_writes_none_of_the_600_notes_before_it(
+    store: MemoryStore, namespace: str
+) -> None:
+    store.check_dimension(DIM)
+    target = f"{namespace}-big"
+    lines = [HEADER % DIM, *_many_notes(target, 600), _tip(target, "n1")]
+    error = refused_cleanly(store, namespace, lambda: store.import_jsonl(lines))
+    assert isinstance(error, ImportFormatError) and error.line_no == 602, error
+    assert "n1" in str(error)
+    # Failing in the write itself (an id the store holds with another kind) is atomic too.
+    store.upsert([Note(id="taken", namespace=target, content="a note")])
+    clash = _tip(target, "taken")
+    error = refused_cleanly(store, namespace, lambda: store.import_jsonl([*lines[:-1], clash]))
+    assert "taken" in str(error)
+    assert [m.id for m in store.iter_nodes(target)] == ["taken"]
+    assert store.import_jsonl(lines[:-1]) == (600, 0)  # the same file without the bad line
+
+
+def test_an_edge_to_an_unknown_memory_names_its_line(store: MemoryStore, namespace: str) -> None:
+    lines = valid_export(store, f"{namespace}-src")
+    bad = json.dumps(
+        {"type": "edge", "namespace": f"{namespace}-src", "kind": "NEXT", "src": "a", "dst": "zz"}
+    )
+    error = refused_cleanly(store, namespace, lambda: store.import_jsonl([*lines, bad, lines[1]]))
+    assert isinstance(error, ImportFormatError) and error.line_no == len(lines) + 1
+    assert "'zz'" in str(error)
+
+
+def _cli_env(store: MemoryStore) -> dict[str, str]:
+    """The environment that points a ``graphmem`` subprocess at the test's store."""
+    env = dict(os.environ)
+    if backend_of(store) == "embedded":
+        env.pop("GRAPHMEM_NEO4J_URI", None)
+        env["GRAPHMEM_STORE"] = str(store.path)  # type: ignore[attr-defined]
+    return env
+
+
+@pytest.mark.slow
+def test_the_real_cli_refuses_hostile_files_in_one_line_and_imports_nothing(
+    store: MemoryStore, namespace: str, tmp_path: Path
+) -> None:
+    """``python -m graphmem import``: one ``graphmem: error:`` line, exit 2, the same export."""
+    store.check_dimension(DIM)
+    node = _node(f"{namespace}-cli")
+    files = [*(HEADER % raw + "\n" + node for raw in ('"abc"', "[1]", "1e400")), DEEP]
+    for i, text in enumerate(files):
+        path = tmp_path / f"hostile-{i}.jsonl"
+        path.write_text(text + "\n")
+        before = snapshot(store, namespace)
+        result = subprocess.run(
+            [sys.executable, "-m", "graphmem", "import", str(path)],
+            env=_cli_env(store),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.startswith("graphmem: error: import line 1:"), result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
+        assert snapshot(store, namespace) == before

@@ -114,7 +114,7 @@ def test_hostile_trajectories_build_exactly_or_are_refused(
     check_property(store, st.tuples(hostile_text, steps), check)
 
 
-BAD_REWARDS = (math.nan, math.inf, -math.inf, "1", None, True, [1.0], 1e309)
+BAD_REWARDS = (math.nan, math.inf, -math.inf, "1", None, True, [1.0], 1e309, 1e156, -2.0, 1.5)
 
 
 def test_finish_episode_refuses_hostile_rewards_and_ids(
@@ -136,7 +136,9 @@ def test_finish_episode_refuses_hostile_rewards_and_ids(
         refused_cleanly(store, namespace, lambda i=bad_id: memory.finish_episode(ns, i, 1.0))
     outcome = memory.finish_episode(ns, episode_id, 1.0)  # still open: nothing was consumed
     assert outcome.episode.reward == 1.0 and len(outcome.updated) == 1
-    refused_cleanly(store, namespace, lambda: memory.finish_episode(ns, episode_id, 1.0))
+    # Finished: another reward is refused; the same reward replays the outcome, crediting nothing.
+    refused_cleanly(store, namespace, lambda: memory.finish_episode(ns, episode_id, 0.0))
+    assert memory.finish_episode(ns, episode_id, 1.0).q == outcome.q
 
 
 # ---- vectors ------------------------------------------------------------------------------
@@ -153,7 +155,11 @@ BAD_VECTORS: tuple[Any, ...] = (
     [[1.0]] * DIM,
     "1" * DIM,
     None,
+    [2e40 / math.sqrt(DIM)] * DIM,  # norm 2e40: overflows float32 dot products
+    [3e-44] + [0.0] * (DIM - 1),  # norm 3e-44: underflows them
+    [10**400] + [1.0] * (DIM - 1),  # an integer no float holds
 )
+"""Refused alike by both stores (Neo4j used to accept the out-of-range norms)."""
 
 
 def test_hostile_vectors_are_refused_everywhere(store: MemoryStore, namespace: str) -> None:
@@ -403,3 +409,38 @@ def test_hostile_langgraph_items_round_trip_or_are_refused(
         refused_cleanly(store, namespace, lambda f=bad_filter: lg.search(("ok",), filter=f))
     too_long = ("x" * 200,)
     refused_cleanly(store, namespace, lambda: lg.put(too_long, "k", {"text": "t"}))
+
+
+def test_langgraph_namespaces_keys_and_filters_that_used_to_crash(
+    memory: GraphMemory, store: MemoryStore, namespace: str
+) -> None:
+    """Graphmem namespaces under a root that this store did not write (``<root>/.zz``: a bad
+    escape; ``<root>/.c3``: half a UTF-8 character) are not LangGraph namespaces: listing and
+    searching skip them. A lone surrogate in a key or label, and a filter on 10**400, are
+    refused or answered, never a raw UnicodeError or OverflowError."""
+    from graphmem.langgraph_store import GraphMemoryStore
+
+    for suffix, foreign in (("a", ".zz"), ("b", ".c3"), ("c", ".41"), ("d", ".2e"), ("e", "x//y")):
+        root = f"{namespace}-{suffix}"
+        lg = GraphMemoryStore(memory, root=root)
+        lg.put(("real",), "k", {"text": "the real item", "n": 5})
+        memory.add_note(f"{root}/{foreign}", "a note some other code wrote under the root")
+        before = snapshot(store, namespace)
+        assert lg.list_namespaces() == [("real",)]
+        assert [i.key for i in lg.search(("real",))] == ["k"]
+        assert [i.key for i in lg.search((), query="real item")] == ["k"]
+        assert snapshot(store, namespace) == before
+    for call in (
+        lambda: lg.put(("real",), "lone \ud800 key", {"text": "t"}),
+        lambda: lg.put(("lone \udc00 label",), "k", {"text": "t"}),
+        lambda: lg.get(("real",), "\ud800"),
+        lambda: lg.delete(("real",), "\ud800"),
+    ):
+        refused_cleanly(store, namespace, call)
+    huge = 10**400
+    assert [i.key for i in lg.search(("real",), filter={"n": {"$lt": huge}})] == ["k"]
+    assert lg.search(("real",), filter={"n": {"$gt": huge}}) == []
+    assert lg.search(("real",), filter={"n": huge}) == []
+    lg.put(("real",), "big", {"n": huge})
+    assert [i.key for i in lg.search(("real",), filter={"n": {"$gte": huge}})] == ["big"]
+    assert lg.get(("real",), "big").value == {"n": huge}  # type: ignore[union-attr]

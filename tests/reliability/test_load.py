@@ -23,9 +23,8 @@ import pytest
 from graphmem.embedding import HashingEmbedder
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, Note
 from graphmem.stores.base import MemoryStore
-from graphmem.stores.embedded import EmbeddedStore
 
-from ._workers import DIM, backend_of, fork_all, load_worker
+from ._workers import DIM, backend_of, fork_all, load_worker, store_spec
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
@@ -61,17 +60,7 @@ def spec_for(store: MemoryStore, namespaces: list[str]) -> dict[str, Any]:
         "k1": K1,
         "k2": K2,
     }
-    if isinstance(store, EmbeddedStore):
-        assert store.path is not None
-        return {**spec, "backend": "embedded", "path": str(store.path)}
-    return {
-        **spec,
-        "backend": "neo4j",
-        "uri": os.environ["GRAPHMEM_NEO4J_URI"],
-        "user": os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j"),
-        "password": os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None,
-        "database": os.environ.get("GRAPHMEM_NEO4J_DATABASE") or None,
-    }
+    return {**spec, **store_spec(store)}
 
 
 def seed_notes(store: MemoryStore, namespaces: list[str]) -> None:

@@ -1,0 +1,84 @@
+"""``graphmem store check DIR`` and ``graphmem store repair DIR`` for the embedded store."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from graphmem.errors import InvalidInput
+from graphmem.settings import Settings
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    store = sub.add_parser("store", help="check or repair an embedded store's files")
+    actions = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
+
+    check = actions.add_parser(
+        "check", help="verify every checksum and record; exit 0 if intact, 1 if not"
+    )
+    _dir_option(check)
+    check.set_defaults(handler=_check)
+
+    repair = actions.add_parser(
+        "repair", help="cut the log back to its last intact record (the cut bytes are kept)"
+    )
+    _dir_option(repair)
+    repair.set_defaults(handler=_repair)
+
+
+def _dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "dir",
+        nargs="?",
+        type=Path,
+        help="the store directory (default: $GRAPHMEM_STORE, else ./graphmem-data)",
+    )
+
+
+def _store_dir(args: argparse.Namespace) -> Path:
+    if args.dir is not None:
+        return Path(args.dir)
+    settings = Settings.from_env()
+    if settings.backend != "embedded":
+        raise InvalidInput("`graphmem store` checks an embedded store: name its directory")
+    return settings.store_path
+
+
+def _check(args: argparse.Namespace) -> int:
+    from graphmem.stores._check import check_store
+
+    report = check_store(_store_dir(args))
+    for note in report.notes:
+        print(f"note: {note}")
+    if report.intact:
+        print(
+            f"{report.root}: intact (generation {report.generation}, "
+            f"{report.records} log records, {report.wal_bytes} bytes)"
+        )
+        return 0
+    print(f"{report.root}: damaged: {report.problem}")
+    if report.repairable:
+        print(
+            f"  {report.records} intact log records ({report.intact_bytes} of "
+            f"{report.wal_bytes} bytes); `graphmem store repair {report.root}` keeps them and "
+            "saves the rest beside the log"
+        )
+    else:
+        print("  the snapshot is damaged: restore the store from a backup or an export")
+    return 1
+
+
+def _repair(args: argparse.Namespace) -> int:
+    from graphmem.stores._check import repair_store
+
+    result = repair_store(_store_dir(args))
+    report = result.report
+    if result.backup is None:
+        print(f"{report.root}: intact, nothing to repair ({report.records} log records)")
+        return 0
+    print(
+        f"{report.root}: cut the log {report.wal} at byte {report.intact_bytes}: kept "
+        f"{report.records} records, dropped {result.dropped_records} "
+        f"({result.dropped_bytes} bytes), saved in {result.backup}"
+    )
+    return 0

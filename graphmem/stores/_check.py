@@ -1,0 +1,188 @@
+"""Checking and repairing an embedded store's files (``graphmem store check|repair``).
+
+A check replays the store exactly as opening it would (snapshot, checksums, every log record)
+but reports instead of raising, and changes nothing. A repair can only do what is safe without
+guessing: cut the log back to its last intact record, after saving the cut bytes beside it.
+Records after a corrupt one are cut too, since they may depend on it (an edge to a node the bad
+record created); the saved copy keeps them for a person to look at. A damaged snapshot cannot be
+repaired this way, and the repair says so.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from graphmem.errors import GraphmemError, InvalidInput, StoreError
+from graphmem.stores._journal import (
+    FILE_MODE,
+    Journal,
+    LogDamage,
+    create_private,
+    fsync_dir,
+    iter_log,
+    one_line,
+)
+from graphmem.stores._state import GraphState, decode_change, decode_line
+
+
+def log_damage(wal: Path, offset: int, reason: str) -> str:
+    return f"the store's log {wal} is corrupt at byte {offset} ({reason})"
+
+
+def corrupt_log_message(wal: Path, root: Path, offset: int, reason: str) -> str:
+    """The one line a user sees when opening a store whose log is corrupt."""
+    return (
+        f"{log_damage(wal, offset, reason)}; run `graphmem store check {root}`, then "
+        f"`graphmem store repair {root}` to cut the log back to its last intact record"
+    )
+
+
+def load_snapshot_state(journal: Journal, generation: int) -> GraphState:
+    """The state a generation's snapshot holds (an empty one if it has none)."""
+    state = GraphState()
+    snapshot = journal.load_snapshot(generation)
+    if snapshot is not None:
+        record, matrix = snapshot
+        try:
+            state.apply(decode_change(record, matrix))
+        except (GraphmemError, IndexError, KeyError, TypeError, ValueError) as e:
+            raise StoreError(
+                f"snapshot {generation} of {journal.root} is corrupt: {one_line(str(e))}"
+            ) from e
+    return state
+
+
+@dataclass
+class CheckReport:
+    """What a check found. ``problem`` is None when every byte of the store is intact."""
+
+    root: Path
+    generation: int = -1
+    wal: Path | None = None
+    records: int = 0  # intact log records
+    intact_bytes: int = 0  # length of the log's intact prefix
+    wal_bytes: int = 0
+    problem: str | None = None
+    repairable: bool = True  # False when the snapshot or pointer is damaged
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        return self.problem is None
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    """What a repair cut: records and bytes dropped, and where they were saved."""
+
+    report: CheckReport
+    dropped_records: int
+    dropped_bytes: int
+    backup: Path | None
+
+
+def check_store(root: str | Path, *, lock_timeout: float = 30.0) -> CheckReport:
+    """Check the store in ``root`` under a shared lock; changes nothing."""
+    journal = _open(Path(root), lock_timeout)
+    try:
+        with journal.lock.hold(exclusive=False):
+            return _inspect(journal)
+    finally:
+        journal.close()
+
+
+def repair_store(root: str | Path, *, lock_timeout: float = 30.0) -> RepairResult:
+    """Cut the log back to its last intact record, saving the cut bytes beside it first."""
+    journal = _open(Path(root), lock_timeout)
+    try:
+        with journal.lock.hold(exclusive=True):
+            report = _inspect(journal)
+            if not report.repairable:
+                raise StoreError(
+                    f"cannot repair {journal.root}: {report.problem}. A repair only cuts a "
+                    "damaged log; restore this store from a backup or a `graphmem export`"
+                )
+            if report.wal is None or report.intact_bytes == report.wal_bytes:
+                return RepairResult(report, 0, 0, None)
+            return _cut(journal, report)
+    finally:
+        journal.close()
+
+
+def _open(root: Path, lock_timeout: float) -> Journal:
+    if not (root / "CURRENT").is_file():
+        raise InvalidInput(f"{root} holds no embedded graphmem store (no CURRENT file)")
+    return Journal(root, lock_timeout)
+
+
+def _inspect(journal: Journal) -> CheckReport:
+    report = CheckReport(journal.root, notes=_permission_notes(journal.root))
+    try:
+        report.generation = journal.read_current()
+        journal.open_wal(report.generation)
+        state = load_snapshot_state(journal, report.generation)
+    except StoreError as e:
+        report.problem, report.repairable = str(e), False
+        return report
+    report.wal = journal.wal_path()
+    data = journal.unread()
+    report.wal_bytes = len(data)
+    try:
+        for start, end, change in iter_log(data, decode_line):
+            try:
+                state.apply(change)
+            except GraphmemError as e:
+                raise LogDamage(start, f"cannot be applied: {one_line(str(e))}") from e
+            report.records, report.intact_bytes = report.records + 1, end
+    except LogDamage as e:
+        report.problem = log_damage(report.wal, e.offset, e.reason)
+        return report
+    tail = report.wal_bytes - report.intact_bytes
+    if tail:
+        report.problem = (
+            f"the last {tail} bytes of {report.wal} (from byte {report.intact_bytes}) are not "
+            "a whole record: a write that never finished, which the next write drops"
+        )
+    return report
+
+
+def _cut(journal: Journal, report: CheckReport) -> RepairResult:
+    assert report.wal is not None
+    cut = journal.unread()[report.intact_bytes :]
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    backup = report.wal.with_name(f"{report.wal.name}.corrupt-{stamp}")
+    n = 1
+    while backup.exists():
+        n += 1
+        backup = report.wal.with_name(f"{report.wal.name}.corrupt-{stamp}-{n}")
+    fd = create_private(backup, os.O_WRONLY | os.O_EXCL)
+    with os.fdopen(fd, "wb") as out:
+        out.write(cut)
+        out.flush()
+        os.fsync(out.fileno())
+    fsync_dir(journal.root)
+    journal.truncate(report.intact_bytes)
+    lines = cut.count(b"\n") + (0 if cut.endswith(b"\n") else 1)
+    return RepairResult(report, lines, len(cut), backup)
+
+
+def _permission_notes(root: Path) -> list[str]:
+    """Warnings for store files others can read (stores made before files were owner-only)."""
+    notes = []
+    try:
+        if stat.S_IMODE(root.stat().st_mode) & 0o077:
+            notes.append(f"{root} is open to other users; `chmod 700 {root}` makes it private")
+        shared = [
+            p.name
+            for p in sorted(root.iterdir())
+            if p.is_file() and stat.S_IMODE(p.stat().st_mode) & ~FILE_MODE & 0o777
+        ]
+    except OSError:
+        return notes
+    if shared:
+        notes.append(f"files readable by other users: {', '.join(shared)} (chmod 600 them)")
+    return notes
