@@ -586,11 +586,10 @@ def run_game(
 def _llm_parts(args: argparse.Namespace) -> tuple[Callable[[], Any] | None, Any]:
     if not args.llm:
         return None, None
-    from flows.textworld_agent import ChatPolicy, chat_model_from_settings
-    from graphmem.settings import Settings
+    from flows.textworld_agent import ChatPolicy, llm_from_settings
 
-    model = chat_model_from_settings()
-    return (lambda: ChatPolicy(model)), Settings.from_env().make_llm()
+    llm = llm_from_settings()  # one client for the policy and the memory: one usage count
+    return (lambda: ChatPolicy(llm)), llm
 
 
 def targets_markdown(results: Sequence[dict[str, Any]]) -> str:

@@ -385,15 +385,20 @@ def _sizes(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--sizes", type=_sizes, default=[1000, 10_000, 100_000])
+    parser.add_argument(
+        "--sizes",
+        type=_sizes,
+        default=[1000, 10_000, 100_000],
+        help="store sizes, comma-separated; each grows the stores to that many memories",
+    )
     parser.add_argument("--queries", type=int, default=200, help="queries per case and size")
     parser.add_argument(
         "--included-queries", type=int, default=40, help="queries timed with MiniLM embedding"
     )
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--k1", type=int, default=5)
-    parser.add_argument("--k2", type=int, default=3)
-    parser.add_argument("--lam", type=float, default=0.5)
+    parser.add_argument("--warmup", type=int, default=5, help="untimed queries before timing")
+    parser.add_argument("--k1", type=int, default=5, help="phase-A recall size (candidates)")
+    parser.add_argument("--k2", type=int, default=3, help="memories two-phase retrieval returns")
+    parser.add_argument("--lam", type=float, default=0.5, help="λ of the two-phase score")
     parser.add_argument("--budget-s", type=float, default=20.0, help="time cap per case and size")
     parser.add_argument(
         "--settle-s", type=float, default=10.0, help="pause after each ingest step before timing"
@@ -401,13 +406,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--e2e-n", type=int, default=1000, help="memories for MiniLM ingest")
     parser.add_argument("--e2e-notes", type=int, default=200, help="add_note calls timed")
     parser.add_argument("--no-neo4j", action="store_true", help="skip Neo4j even if configured")
-    parser.add_argument("--no-langgraph", action="store_true")
-    parser.add_argument("--no-blas-sweep", dest="blas_sweep", action="store_false")
+    parser.add_argument(
+        "--no-langgraph", action="store_true", help="skip LangGraph's InMemoryStore baseline"
+    )
+    parser.add_argument(
+        "--no-blas-sweep",
+        dest="blas_sweep",
+        action="store_false",
+        help="skip timing the embedded store at several BLAS/torch thread counts",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the two-phase cases")
-    parser.add_argument("--no-plots", dest="plots", action="store_false")
-    parser.add_argument("--out", type=Path, default=common.RESULTS_DIR)
+    parser.add_argument("--no-plots", dest="plots", action="store_false", help="write no PNGs")
+    parser.add_argument(
+        "--out", type=Path, default=common.RESULTS_DIR, help="folder for the result files"
+    )
     parser.add_argument("--prefix", default="speed", help="result file names start with this")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
@@ -423,9 +437,21 @@ def execute(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+class _ValueDefaults(argparse.ArgumentDefaultsHelpFormatter):
+    """Show ``(default: …)`` for options that take a value, not for on/off flags."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m bench.speed") -> int:
     parser = argparse.ArgumentParser(
-        prog=prog, description=__doc__.splitlines()[0] if __doc__ else None
+        prog=prog,
+        # The docstring's first paragraph, whole (its first line alone ends mid-sentence).
+        description=" ".join(__doc__.split("\n\n")[0].split()) if __doc__ else None,
+        formatter_class=_ValueDefaults,
     )
     add_arguments(parser)
     args = parser.parse_args(argv)

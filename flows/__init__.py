@@ -2,8 +2,8 @@
 
 Each ``build_*_graph(memory=None)`` returns an uncompiled :class:`~langgraph.graph.StateGraph`
 (compile it, or add it to your own graph as a subgraph); each module also has a compiled
-``graph`` for ``langgraph.json``. Dependencies come from the run context
-(:class:`~flows.state.MemoryContext`), never from globals.
+``graph``. Dependencies come from the run context (:class:`~flows.state.MemoryContext`), never
+from globals. :mod:`flows.server` holds the graphs ``langgraph.json`` serves over HTTP.
 """
 
 from flows.agent import build_agent_graph, run_task

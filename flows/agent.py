@@ -34,7 +34,7 @@ from flows.state import AgentContext, AgentState, StepRecord, resolve
 from flows.update import build_update_graph
 from graphmem.build import procedure_chain
 from graphmem.envs.agents import RecallingPolicy
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, LLMError
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
 
@@ -160,9 +160,15 @@ def build_agent_graph(
         ctx = _agent_context(runtime)
         assert ctx.env is not None and ctx.policy is not None
         update = recall(state, runtime)
-        decision = ctx.policy.act(
-            state["observation"], state["valid_actions"], state.get("inventory", "")
-        )
+        try:
+            decision = ctx.policy.act(
+                state["observation"], state["valid_actions"], state.get("inventory", "")
+            )
+        except LLMError as e:
+            # A policy whose model failed (after its own retries and fallbacks) ends this game
+            # as a failure; the memory built so far and the rest of the stream go on.
+            log.warning("seed %s: the policy failed, ending the game: %s", state["seed"], e)
+            return {**update, "done": True, "success": False}
         result = ctx.env.step(decision.action)
         ctx.policy.feedback(decision.action, result.observation.text, result.reward)
         obs = result.observation

@@ -1,23 +1,53 @@
-"""Graph factories for LangGraph tooling (``langgraph dev`` / LangGraph Server, ``langgraph.json``).
+"""The graphs ``langgraph dev`` / LangGraph Server serve (see ``langgraph.json``).
 
-Over HTTP the run context arrives as JSON, so it cannot carry a :class:`GraphMemory`; these
-factories bind the memory the environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``,
-``GRAPHMEM_EMBEDDER``, ``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`) and leave the
-namespace to the run context, e.g. ``{"namespace": "agent-1"}``. The memory is opened once per
-server process, on the first run, and shared by the factories.
+Over HTTP the run context arrives as JSON, so it cannot carry a :class:`GraphMemory`, an
+environment or a policy. Each served graph therefore takes a JSON context
+(:class:`~flows.state.ServedContext`, :class:`~flows.state.ServedAgentContext`), which Studio
+shows as a form, and runs its flow as a subgraph over the server's memory: the one the
+environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``, ``GRAPHMEM_EMBEDDER``,
+``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`), e.g. ``{"namespace": "agent-1"}``.
+
+Nothing here blocks the server's event loop: the graphs are compiled at import, without a
+store, and the memory is opened on the first run, inside a node, which LangGraph runs in a
+worker thread (``langgraph dev`` refuses blocking calls on its loop).
 """
 
 from __future__ import annotations
 
+import atexit
 import threading
+from typing import Any, cast
 
+from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
 
+from flows.agent import build_agent_graph, run_task
 from flows.build import build_build_graph
 from flows.evolve import build_evolve_graph
 from flows.retrieve import build_retrieve_graph
-from flows.state import BuildState, EvolveState, MemoryContext, RetrieveState, UpdateState
+from flows.state import (
+    AgentContext,
+    AgentInput,
+    AgentOutput,
+    AgentState,
+    BuildInput,
+    BuildOutput,
+    BuildState,
+    EvolveInput,
+    EvolveOutput,
+    EvolveState,
+    RetrieveInput,
+    RetrieveOutput,
+    RetrieveState,
+    ServedAgentContext,
+    ServedContext,
+    UpdateInput,
+    UpdateOutput,
+    UpdateState,
+)
 from flows.update import build_update_graph
+from graphmem.envs.agents import Policy, make_explorer
 from graphmem.memory import GraphMemory
 
 _lock = threading.Lock()
@@ -30,21 +60,109 @@ def server_memory() -> GraphMemory:
         if not _opened:
             from graphmem.settings import Settings
 
-            _opened.append(Settings.from_env().open_memory())
+            memory = Settings.from_env().open_memory()
+            atexit.register(memory.close)
+            _opened.append(memory)
         return _opened[0]
 
 
-def retrieve() -> CompiledStateGraph[RetrieveState, MemoryContext, RetrieveState, RetrieveState]:
-    return build_retrieve_graph(server_memory()).compile(name="graphmem-retrieve")
+def _served_flow(
+    flow: CompiledStateGraph[Any, Any, Any, Any],
+    state_schema: type[Any],
+    input_schema: type[Any],
+    output_schema: type[Any],
+    name: str,
+) -> CompiledStateGraph[Any, ServedContext, Any, Any]:
+    """``flow`` as one node over the server's memory, in the namespace the JSON context names."""
+
+    def run(state: Any, runtime: Runtime[ServedContext]) -> dict[str, Any]:
+        served = runtime.context if runtime.context is not None else ServedContext()
+        context = served.memory_context(server_memory())
+        return cast(dict[str, Any], flow.invoke(state, context=context))
+
+    builder = StateGraph(
+        state_schema,
+        context_schema=ServedContext,
+        input_schema=input_schema,
+        output_schema=output_schema,
+    )
+    builder.add_node(name, run)
+    builder.add_edge(START, name)
+    builder.add_edge(name, END)
+    return builder.compile(name=f"graphmem-{name}")
 
 
-def build() -> CompiledStateGraph[BuildState, MemoryContext, BuildState, BuildState]:
-    return build_build_graph(server_memory()).compile(name="graphmem-build")
+retrieve = _served_flow(
+    build_retrieve_graph().compile(), RetrieveState, RetrieveInput, RetrieveOutput, "retrieve"
+)
+build = _served_flow(build_build_graph().compile(), BuildState, BuildInput, BuildOutput, "build")
+update = _served_flow(
+    build_update_graph().compile(), UpdateState, UpdateInput, UpdateOutput, "update"
+)
+evolve = _served_flow(
+    build_evolve_graph().compile(), EvolveState, EvolveInput, EvolveOutput, "evolve"
+)
 
 
-def update() -> CompiledStateGraph[UpdateState, MemoryContext, UpdateState, UpdateState]:
-    return build_update_graph(server_memory()).compile(name="graphmem-update")
+# ---- the agent: the context names the environment and the policy -------------------------
+
+_agent_flow = build_agent_graph().compile(name="graphmem-agent-task")
 
 
-def evolve() -> CompiledStateGraph[EvolveState, MemoryContext, EvolveState, EvolveState]:
-    return build_evolve_graph(server_memory()).compile(name="graphmem-evolve")
+def _policy(served: ServedAgentContext) -> Policy:
+    if served.policy == "llm":
+        from flows.textworld_agent import ChatPolicy, llm_from_settings
+
+        # Counted, budgeted calls; a step the model cannot answer goes to the game's explorer.
+        return ChatPolicy(llm_from_settings(), fallback=make_explorer(served.game))
+    return make_explorer(served.game)
+
+
+def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, Any]:
+    """One task (``seed``) in a fresh environment, closed when the task ends."""
+    from flows.textworld_agent import (
+        DEFAULT_BUDGET,
+        RECALL_RETRIEVAL,
+        TEXTWORLD_RETRIEVAL,
+        learn_facts_by_subject,
+        textworld_hints,
+    )
+    from graphmem.envs.textworld import TextWorldEnv
+
+    served = runtime.context if runtime.context is not None else ServedAgentContext()
+    budget = served.step_budget or DEFAULT_BUDGET.get(served.game, 50)
+    env = TextWorldEnv(served.game, step_budget=budget)
+    try:
+        context = AgentContext(
+            namespace=served.namespace,
+            memory=server_memory(),
+            retrieval=served.retrieval or TEXTWORLD_RETRIEVAL,
+            strategy=served.strategy,
+            env=env,
+            policy=_policy(served),
+            fold=served.fold,
+            use_memory=served.use_memory,
+            hints=textworld_hints,
+            learn=learn_facts_by_subject,
+            task_prefix=served.game,
+            recall=RECALL_RETRIEVAL,
+        )
+        return dict(run_task(_agent_flow, state["seed"], context))
+    finally:
+        env.close()
+
+
+def _served_agent() -> CompiledStateGraph[AgentState, ServedAgentContext, AgentInput, AgentOutput]:
+    builder = StateGraph(
+        AgentState,
+        context_schema=ServedAgentContext,
+        input_schema=AgentInput,
+        output_schema=AgentOutput,
+    )
+    builder.add_node("play", _play)
+    builder.add_edge(START, "play")
+    builder.add_edge("play", END)
+    return builder.compile(name="graphmem-agent")
+
+
+agent = _served_agent()

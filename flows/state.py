@@ -5,9 +5,11 @@ Every flow takes its dependencies from LangGraph's run context (``context_schema
 
     graph.invoke({"query": "..."}, context=MemoryContext(namespace="agent-1", memory=mem))
 
-``memory`` may instead be bound when the graph is built (``build_retrieve_graph(memory=mem)``),
-for servers where the context arrives as JSON (see :mod:`flows.server`). States hold plain JSON
-values only, so any checkpointer can persist them.
+``memory`` may instead be bound when the graph is built (``build_retrieve_graph(memory=mem)``).
+Over HTTP (``langgraph dev``, LangGraph Server) the context arrives as JSON, so the served graphs
+of :mod:`flows.server` take :class:`ServedContext` / :class:`ServedAgentContext` instead: plain
+values that Studio shows as a form, and that name the environment and policy rather than hold
+them. States hold plain JSON values only, so any checkpointer can persist them.
 """
 
 from __future__ import annotations
@@ -15,15 +17,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, Literal, Required, cast
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on Python 3.11
 
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.errors import ConfigError
 from graphmem.memory import GraphMemory
-from graphmem.models import Hit, MemoryKind, check_namespace
+from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
 
 if TYPE_CHECKING:
     from graphmem.envs.agents import Policy
@@ -74,6 +77,72 @@ class AgentContext(MemoryContext):
     learn: LearnFn | None = None
     task_prefix: str = ""
     recall: RetrievalConfig | None = None
+
+
+DEFAULT_NAMESPACE = "default"
+"""The namespace of a served run whose context names none."""
+
+TextWorldGame = Literal[
+    "twc", "cookingworld", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"
+]
+"""The TextWorldExpress games a served agent can play (``flows.textworld_agent.TWX_GAMES``)."""
+
+
+class ServedContext(GraphmemModel):
+    """The run context of a memory flow served over HTTP: JSON only, so Studio shows it as a form.
+
+    The memory is the server's own (opened from the environment, see :mod:`flows.server`);
+    the context picks the namespace (``"default"`` when left out) and may override the
+    retrieval config and the update strategy. Unknown keys are refused, so a misspelt
+    ``namspace`` cannot silently fall back to the default.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str = Field(
+        default=DEFAULT_NAMESPACE, description="Whose memory: tenant / agent / user scope."
+    )
+    retrieval: RetrievalConfig | None = Field(
+        default=None, description="Two-phase retrieval settings; the memory's own when unset."
+    )
+    strategy: UpdateStrategy = Field(
+        default=UpdateStrategy.ADJUSTMENT, description="Memory-set update after an episode."
+    )
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, value: str) -> str:
+        return check_namespace(value)
+
+    def memory_context(self, memory: GraphMemory) -> MemoryContext:
+        """The in-process context of the same run, over ``memory``."""
+        return MemoryContext(
+            namespace=self.namespace,
+            memory=memory,
+            retrieval=self.retrieval,
+            strategy=self.strategy,
+        )
+
+
+class ServedAgentContext(ServedContext):
+    """The run context of the agent served over HTTP: names the environment and the policy.
+
+    E.g. ``{"namespace": "agent-1", "env": "textworld", "game": "twc", "policy": "explorer"}``;
+    the server builds them for the run and closes the environment after it. ``policy: "llm"``
+    uses the chat model of ``GRAPHMEM_LLM_*`` (see :mod:`graphmem.settings`).
+    """
+
+    env: Literal["textworld"] = Field(default="textworld", description="The environment.")
+    game: TextWorldGame = Field(default="twc", description="The TextWorldExpress game.")
+    policy: Literal["explorer", "llm"] = Field(
+        default="explorer",
+        description="explorer: offline rule-based; llm: the GRAPHMEM_LLM_* chat model.",
+    )
+    step_budget: int | None = Field(
+        default=None, ge=1, le=1000, description="Actions per task; the game's default if unset."
+    )
+    fold: Literal["train", "dev", "test"] = Field(default="test", description="Game split.")
+    use_memory: bool = Field(default=True, description="False: the no-memory baseline.")
 
 
 def resolve(
@@ -190,6 +259,79 @@ class AgentState(TypedDict, total=False):
     new_memory_ids: list[str]
     update: dict[str, Any]
     evolution: list[dict[str, Any]]
+
+
+# ---- what the served graphs take and give (their Studio forms) ------------------------------
+
+
+class RetrieveInput(TypedDict, total=False):
+    """Retrieve: the query; ``open_episode`` (default True) or an open ``episode_id``."""
+
+    query: Required[str]
+    open_episode: bool
+    episode_id: str | None
+
+
+class RetrieveOutput(TypedDict, total=False):
+    hits: list[HitRecord]
+    prompt: str
+    episode_id: str | None
+
+
+class BuildInput(TypedDict, total=False):
+    """Build: a trajectory ``{"task", "steps": [{"action", ...}], "reward", "success"}``."""
+
+    trajectory: Required[dict[str, Any]]
+    granularity: str
+    key_mode: str
+
+
+class BuildOutput(TypedDict, total=False):
+    task_id: str
+    new_memory_ids: list[str]
+
+
+class UpdateInput(TypedDict, total=False):
+    """Update: the episode's reward (credits what it retrieved) and its trajectory."""
+
+    episode_id: str | None
+    reward: float
+    success: bool
+    trajectory: dict[str, Any]
+
+
+class UpdateOutput(TypedDict, total=False):
+    q_updates: dict[str, float]
+    new_memory_ids: list[str]
+    update: dict[str, Any]
+
+
+class EvolveInput(TypedDict, total=False):
+    new_memory_ids: Required[list[str]]
+
+
+class EvolveOutput(TypedDict, total=False):
+    evolution: list[dict[str, Any]]
+
+
+class AgentInput(TypedDict):
+    """Agent: one task, the game generated from ``seed``."""
+
+    seed: int
+
+
+class AgentOutput(TypedDict, total=False):
+    task: str
+    success: bool
+    reward: float
+    score: float
+    steps: list[StepRecord]
+    episode_id: str | None
+    hits: list[HitRecord]
+    hints: list[str]
+    recalled: list[str]
+    q_updates: dict[str, float]
+    new_memory_ids: list[str]
 
 
 def hit_record(hit: Hit) -> HitRecord:

@@ -12,7 +12,11 @@ Run it::
     python -m flows.textworld_agent --game cookingworld --seeds 0-29
     python -m flows.textworld_agent --game cookingworld --seeds 0-29 --no-memory
 
-Or from Python::
+Memory goes to the configured store, as in ``graphmem demo``: Neo4j when
+``GRAPHMEM_NEO4J_URI`` is set, else the embedded store in ``GRAPHMEM_STORE``
+(./graphmem-data). ``--in-memory`` keeps it in RAM for this run only.
+
+Or from Python (``progress=True`` shows a progress bar; a function is called after each game)::
 
     from graphmem import GraphMemory, HashingEmbedder
     from graphmem.stores.embedded import EmbeddedStore
@@ -26,23 +30,24 @@ Or from Python::
 from __future__ import annotations
 
 import argparse
-import difflib
 import logging
-import re
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Sized
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import HumanMessage, SystemMessage
 
 from flows.agent import build_agent_graph, default_hints, run_task
 from flows.state import AgentContext, AgentState, LearnFn
 from graphmem.config import RetrievalConfig, UpdateStrategy
-from graphmem.envs.agents import Decision, Policy, make_explorer
+from graphmem.envs.agents import ChatPolicy as ChatPolicy
+from graphmem.envs.agents import Policy, make_explorer
+from graphmem.envs.agents import choose_action as choose_action
 from graphmem.envs.hints import extract_facts, fact_subject
 from graphmem.envs.textworld import TextWorldEnv
+from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
 from graphmem.obsolescence import supersede
@@ -154,70 +159,23 @@ def _negation(fact: str) -> str:
 
 # ---- an LLM policy ---------------------------------------------------------------------------
 
-_SYSTEM = (
-    "You play a text adventure. Reply with exactly one action from the list of valid actions, "
-    "nothing else."
-)
+# ChatPolicy and choose_action live in graphmem.envs.agents (re-exported here for callers).
 
 
-class ChatPolicy:
-    """A :class:`~graphmem.envs.agents.Policy` that asks a chat model for each action.
-
-    The reply is matched to the closest valid action, so chatty models still play.
-    """
-
-    def __init__(self, model: BaseChatModel, *, history: int = 6) -> None:
-        self.model = model
-        self.history = history
-        self.begin("")
-
-    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
-        self.task = task
-        self.hints = list(hints)
-        self.recent: list[str] = []
-
-    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
-        memory = "\n".join(f"- {h}" for h in self.hints[:30]) or "(none)"
-        prompt = (
-            f"Task: {self.task}\n\nWhat memory says:\n{memory}\n\n"
-            f"Recent steps:\n{chr(10).join(self.recent[-self.history :]) or '(none)'}\n\n"
-            f"Observation:\n{observation[:1500]}\n\nInventory:\n{inventory[:500]}\n\n"
-            f"Valid actions:\n{chr(10).join(valid_actions)}\n\nYour action:"
-        )
-        reply = self.model.invoke([SystemMessage(_SYSTEM), HumanMessage(prompt)])
-        text = reply.content if isinstance(reply.content, str) else str(reply.content)
-        return Decision(choose_action(text, valid_actions), f"model said: {text.strip()[:200]}")
-
-    def feedback(self, action: str, observation: str, reward: float) -> None:
-        self.recent.append(f"{action} -> {observation.strip()[:120]} (reward {reward:g})")
-
-
-def choose_action(text: str, valid_actions: Sequence[str]) -> str:
-    """The valid action a model's reply names: exact line, contained action, or closest match."""
-    lines = [
-        re.sub(r"^[\s\-*>\d.]*", "", ln).strip().strip("`\"'.").lower() for ln in text.splitlines()
-    ]
-    valid = list(valid_actions) or ["look around"]
-    lowered = {a.lower(): a for a in valid}
-    for line in lines:
-        if line in lowered:
-            return lowered[line]
-    contained = [a for a in valid if a.lower() in text.lower()]
-    if contained:
-        return max(contained, key=len)
-    best = difflib.get_close_matches(" ".join(lines)[:200], list(lowered), n=1, cutoff=0.0)
-    return lowered[best[0]] if best else valid[0]
-
-
-def chat_model_from_settings() -> BaseChatModel:
-    """The chat model the settings name (``GRAPHMEM_LLM_BASE_URL`` etc.)."""
+def llm_from_settings() -> MemoryLLM:
+    """The :class:`MemoryLLM` the settings name (``GRAPHMEM_LLM_BASE_URL`` etc.)."""
     from graphmem.errors import ConfigError
     from graphmem.settings import Settings
 
     llm = Settings.from_env().make_llm()
     if llm is None:
         raise ConfigError("set GRAPHMEM_LLM_BASE_URL (and GRAPHMEM_LLM_MODEL) to use --llm")
-    return llm.chat_model
+    return llm
+
+
+def chat_model_from_settings() -> BaseChatModel:
+    """The chat model the settings name (prefer :func:`llm_from_settings`: it counts usage)."""
+    return llm_from_settings().chat_model
 
 
 # ---- the stream ------------------------------------------------------------------------------
@@ -236,6 +194,35 @@ class StreamResult:
         return sum(self.successes) / len(self.successes) if self.successes else 0.0
 
 
+ProgressFn = Callable[[int, "int | None", StreamResult], None]
+"""``progress(done, total, result)``, called after each game of :func:`run_stream`: games
+played, games in the stream (None when ``seeds`` has no length), and the result so far."""
+
+
+class _Progress:
+    """What :func:`run_stream` reports after each game: nothing, a tqdm bar, or a callback."""
+
+    def __init__(self, progress: bool | ProgressFn, seeds: Iterable[int], game: str) -> None:
+        self.total = len(seeds) if isinstance(seeds, Sized) else None
+        self.callback = progress if callable(progress) else None
+        self.bar: Any = None
+        if progress is True:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=self.total, desc=game, unit="game")
+
+    def __call__(self, result: StreamResult) -> None:
+        if self.callback is not None:
+            self.callback(len(result.seeds), self.total, result)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(f"solved {sum(result.successes)}/{len(result.successes)}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def run_stream(
     memory: GraphMemory,
     namespace: str,
@@ -251,17 +238,21 @@ def run_stream(
     env: TextWorldEnv | None = None,
     recall: RetrievalConfig | None = RECALL_RETRIEVAL,
     learn: LearnFn = learn_facts_by_subject,
+    progress: bool | ProgressFn = False,
 ) -> StreamResult:
     """Play each seed once, in order, learning between games when ``use_memory``.
 
     Memory is read when a game starts (``retrieval``) and, with ``recall``, whenever the
     explorer meets something it does not know ("where does the gray coat belong?"); ``learn``
     saves the facts a game taught (by default one consolidated note per subject;
-    :func:`learn_facts` keeps one note per game).
+    :func:`learn_facts` keeps one note per game). A stream takes minutes: ``progress=True``
+    shows a tqdm bar on stderr, and a :data:`ProgressFn` is called after each game.
+    ``step_budget`` None is the game's :data:`DEFAULT_BUDGET`; anything below 1 is refused.
     """
     graph = build_agent_graph().compile(name=f"textworld-{game}")
     own_env = env is None
-    env = env or TextWorldEnv(game, step_budget=step_budget or DEFAULT_BUDGET.get(game, 50))
+    budget = DEFAULT_BUDGET.get(game, 50) if step_budget is None else step_budget
+    env = env or TextWorldEnv(game, step_budget=budget)
     context = AgentContext(
         namespace=namespace,
         memory=memory,
@@ -277,6 +268,7 @@ def run_stream(
         recall=recall,
     )
     result = StreamResult()
+    report = _Progress(progress, seeds, game)
     try:
         for seed in seeds:
             out = run_task(graph, seed, context)
@@ -284,7 +276,9 @@ def run_stream(
             result.successes.append(bool(out.get("success")))
             result.steps.append(len(out.get("steps", [])))
             log.info("%s seed %d: %s", game, seed, "solved" if out.get("success") else "failed")
+            report(result)
     finally:
+        report.close()
         if own_env:
             env.close()
     return result
@@ -334,15 +328,42 @@ def _namespace(text: str) -> str:
 def _parser() -> argparse.ArgumentParser:
     from graphmem.cli import OneLineParser
 
-    parser = OneLineParser(prog="python -m flows.textworld_agent", description=__doc__)
+    parser = OneLineParser(
+        prog="python -m flows.textworld_agent",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the docstring's layout
+    )
     parser.command = "textworld_agent"
-    parser.add_argument("--game", default="cookingworld", choices=TWX_GAMES, help="the game")
-    parser.add_argument("--seeds", type=_seed_range, default="0-19", help="7 or a range: 0-19")
-    parser.add_argument("--budget", type=_positive, default=None, help="steps per game")
-    parser.add_argument("--namespace", type=_namespace, default="textworld-agent")
+    parser.add_argument(
+        "--game", default="cookingworld", choices=TWX_GAMES, help="the game (default cookingworld)"
+    )
+    parser.add_argument(
+        "--seeds", type=_seed_range, default="0-19", help="7 or a range (default 0-19)"
+    )
+    budgets = ", ".join(f"{g} {n}" for g, n in DEFAULT_BUDGET.items())
+    parser.add_argument(
+        "--budget",
+        type=_positive,
+        default=None,
+        help=f"steps per game, at least 1 (default: the game's own: {budgets}; others 50)",
+    )
+    parser.add_argument(
+        "--namespace",
+        type=_namespace,
+        default="textworld-agent",
+        help="memory namespace (default textworld-agent)",
+    )
     parser.add_argument("--no-memory", action="store_true", help="the same agent, no memory")
     parser.add_argument("--llm", action="store_true", help="policy: the configured chat model")
-    parser.add_argument("--persist", action="store_true", help="use GRAPHMEM_STORE / Neo4j")
+    parser.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="keep memory in RAM for this run only (default: the configured store, "
+        "GRAPHMEM_NEO4J_URI or GRAPHMEM_STORE)",
+    )
+    # The configured store is the default now; --persist stays accepted for old scripts.
+    parser.add_argument("--persist", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     return parser
 
 
@@ -369,20 +390,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+@contextmanager
+def _report_usage(llm: MemoryLLM | None) -> Iterator[None]:
+    """Log what the model cost when the run ends, however it ends."""
+    try:
+        yield
+    finally:
+        if llm is not None:
+            log.info("LLM usage (%s): %s", llm.name, llm.usage.snapshot().summary())
+
+
 def _play(args: argparse.Namespace) -> StreamResult:
     from graphmem.settings import Settings
 
     settings = Settings.from_env()
-    policy: Any = ChatPolicy(chat_model_from_settings()) if args.llm else None
-    if args.persist:
-        memory = settings.open_memory()
-    else:
+    # One client for the policy and the memory steps: one usage count, one endpoint check.
+    llm = settings.make_llm()
+    policy: Any = None
+    if args.llm:
+        llm = llm_from_settings()
+        policy = ChatPolicy(llm, fallback=make_explorer(args.game))
+    if args.in_memory:
         from graphmem.stores.embedded import EmbeddedStore
 
-        memory = GraphMemory(
-            EmbeddedStore.in_memory(), embedder=settings.make_embedder(), llm=settings.make_llm()
-        )
-    with memory:
+        memory = GraphMemory(EmbeddedStore.in_memory(), embedder=settings.make_embedder(), llm=llm)
+    else:
+        memory = GraphMemory(settings.open_store(), embedder=settings.make_embedder(), llm=llm)
+        _setup_neo4j(memory)
+        log.info("memory in %s (%s)", settings.backend, _where(settings))
+    with memory, _report_usage(llm):
         return run_stream(
             memory,
             args.namespace,
@@ -391,7 +427,22 @@ def _play(args: argparse.Namespace) -> StreamResult:
             use_memory=not args.no_memory,
             policy=policy,
             step_budget=args.budget,
+            progress=not args.no_progress,
         )
+
+
+def _setup_neo4j(memory: GraphMemory) -> None:
+    """Apply the schema on Neo4j (idempotent), as ``graphmem demo`` does."""
+    from graphmem.stores.neo4j import Neo4jStore
+
+    if isinstance(memory.store, Neo4jStore):
+        memory.store.setup(memory.embedder.dimension)
+
+
+def _where(settings: Any) -> str:
+    from graphmem.settings import redact_uri
+
+    return redact_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -54,6 +54,12 @@ def _command_groups() -> list[Register]:
     from graphmem.cli_memory import register as memory_commands
 
     groups.append(memory_commands)
+    from graphmem.cli_llm import register as llm_commands
+
+    groups.append(llm_commands)
+    from graphmem.cli_mcp import register as mcp_commands
+
+    groups.append(mcp_commands)
     return groups
 
 

@@ -7,8 +7,12 @@ import os
 import secrets
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from graphmem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from graphmem.neo4j_server import Neo4jServer
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,6 +29,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     secret.add_argument("--no-auth", action="store_true", help="turn authentication off")
     start.add_argument(
         "--timeout", type=float, default=180.0, help="seconds to wait for Bolt (default 180)"
+    )
+    start.add_argument(
+        "--version",
+        dest="neo4j_version",
+        metavar="VERSION",
+        help="Neo4j release, e.g. 2026.09.0 (Java 21+; in-index filtered vector search) "
+        "(default: the packaged 5.26 LTS); fetched once with Maven",
     )
     start.set_defaults(handler=_start)
 
@@ -50,10 +61,62 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apply.set_defaults(handler=_schema_apply)
 
 
+DEFAULT_BOLT_PORT, DEFAULT_HTTP_PORT = 7687, 7474
+
+
 def _server_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--data-dir", type=Path, help="instance directory (default: XDG data dir)")
-    parser.add_argument("--bolt-port", type=int, default=7687, help="Bolt port (default 7687)")
-    parser.add_argument("--http-port", type=int, default=7474, help="HTTP port (default 7474)")
+    parser.add_argument(
+        "--data-dir", type=Path, help="instance directory (default: the XDG data dir)"
+    )
+    parser.add_argument(
+        "--bolt-port",
+        type=int,
+        help=f"Bolt port (default: the instance's, else {DEFAULT_BOLT_PORT})",
+    )
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        help=f"HTTP port (default: the instance's, else {DEFAULT_HTTP_PORT})",
+    )
+
+
+def instance_ports(data_dir: Path) -> tuple[int | None, int | None]:
+    """The Bolt and HTTP ports an instance's ``conf/neo4j.conf`` names (None where it names
+    none, or there is no conf yet): the ports it was last started with."""
+    from graphmem.neo4j_server import read_conf
+
+    try:
+        conf = read_conf(data_dir / "conf" / "neo4j.conf")
+    except OSError:
+        return None, None
+
+    def port(key: str) -> int | None:
+        values = conf.get(key)
+        if not values:
+            return None
+        text = values[-1].rpartition(":")[2]
+        return int(text) if text.isdigit() else None
+
+    return port("server.bolt.listen_address"), port("server.http.listen_address")
+
+
+def _server(args: argparse.Namespace, *, auth: bool = True) -> Neo4jServer:
+    """The instance the options name; a port not given is the instance's own, else the default."""
+    from graphmem.neo4j_server import Neo4jServer, default_data_dir
+
+    data_dir = args.data_dir or default_data_dir()
+    bolt, http = instance_ports(data_dir)
+    return Neo4jServer(
+        data_dir,
+        bolt_port=_first(args.bolt_port, bolt, DEFAULT_BOLT_PORT),
+        http_port=_first(args.http_port, http, DEFAULT_HTTP_PORT),
+        auth=auth,
+        version=getattr(args, "neo4j_version", None),
+    )
+
+
+def _first(*ports: int | None) -> int:
+    return next(p for p in ports if p is not None)
 
 
 def _password(args: argparse.Namespace, data_dir: Path) -> str | None:
@@ -84,18 +147,11 @@ def _password(args: argparse.Namespace, data_dir: Path) -> str | None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from graphmem.neo4j_server import Neo4jServer, default_data_dir, neo4j_version
-
-    server = Neo4jServer(
-        args.data_dir or default_data_dir(),
-        bolt_port=args.bolt_port,
-        http_port=args.http_port,
-        auth=not args.no_auth,
-    )
+    server = _server(args, auth=not args.no_auth)
     password = _password(args, server.data_dir)
     result = server.start(password, timeout=args.timeout)
     verb = "already running" if result.reused else f"started in {result.seconds:.1f}s"
-    print(f"Neo4j {neo4j_version()} {verb} (pid {result.pid}, data {server.data_dir})")
+    print(f"Neo4j {server.version} {verb} (pid {result.pid}, data {server.data_dir})")
     print(f"  Bolt:    {server.bolt_uri}  (also neo4j://{server.bolt_uri.split('://', 1)[1]})")
     print(f"  Browser: {server.http_url}/browser/")
     print(f"  auth:    {'user neo4j' if server.auth else 'off'}")
@@ -103,11 +159,7 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from graphmem.neo4j_server import Neo4jServer, default_data_dir
-
-    server = Neo4jServer(
-        args.data_dir or default_data_dir(), bolt_port=args.bolt_port, http_port=args.http_port
-    )
+    server = _server(args)
     if server.stop(timeout=args.timeout):
         print(f"Neo4j stopped ({server.data_dir})")
     else:
@@ -116,14 +168,12 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from graphmem.neo4j_server import Neo4jServer, default_data_dir
-
-    server = Neo4jServer(
-        args.data_dir or default_data_dir(), bolt_port=args.bolt_port, http_port=args.http_port
-    )
-    status = server.status()
+    status = _server(args).status()
     if status.running:
-        print(f"Neo4j running (pid {status.pid}) at {status.bolt_uri}, data {status.data_dir}")
+        print(
+            f"Neo4j running (pid {status.pid}) at {status.bolt_uri}, Browser "
+            f"{status.http_url}/browser/, data {status.data_dir}"
+        )
         return 0
     print(f"Neo4j not running (data {status.data_dir})")
     return 3

@@ -13,7 +13,7 @@ from graphmem.settings import Settings, redact_uri
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    stats = sub.add_parser("stats", help="count memories and edges per kind")
+    stats = sub.add_parser("stats", help="count memories per kind, and edges, per namespace")
     stats.add_argument("--namespace", "-n", help="only this namespace")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(handler=_stats)

@@ -45,7 +45,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "-o",
             help="output file, or - for standard output (default: <view>-<id>.<format>)",
         )
-        p.add_argument("--format", "-f", choices=FORMATS, help="output format")
+        p.add_argument(
+            "--format",
+            "-f",
+            choices=FORMATS,
+            help="output format (default: from the suffix of --out, else html)",
+        )
         p.add_argument("--namespace", "-n", help="the memory's namespace (default: find it)")
         p.add_argument(
             "--max-nodes",
@@ -54,7 +59,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help=f"draw at most this many memories (default {DEFAULT_MAX_NODES})",
         )
         if view == "memory":
-            p.add_argument("--depth", type=int, default=1, help="hops from the memory (0-5)")
+            p.add_argument(
+                "--depth", type=int, default=1, help="hops from the memory, 0-5 (default 1)"
+            )
         p.set_defaults(handler=_viz)
 
 
@@ -73,10 +80,30 @@ def find_namespace(store: MemoryStore, memory_id: str) -> str:
     return found[0]
 
 
+def check_out(out: str | None, fmt: str | None) -> None:
+    """Refuse an output file whose suffix names no format we write (``x.svg``), or names
+    another format than ``--format``: the file would hold something its name denies."""
+    from graphmem.viz import SUFFIX_FORMATS
+
+    if not out or out == "-":
+        return
+    suffix = Path(out).suffix.lower()
+    known = ", ".join(sorted(SUFFIX_FORMATS))
+    implied = SUFFIX_FORMATS.get(suffix)
+    if fmt is None and suffix and implied is None:
+        raise InvalidInput(
+            f"cannot write {suffix} files ({out!r}): use a suffix among {known}, or name the "
+            "format with --format (for SVG: write .dot and run `dot -Tsvg`)"
+        )
+    if fmt is not None and implied is not None and implied != fmt:
+        raise InvalidInput(f"--out {out!r} is a {implied} file name but --format is {fmt}")
+
+
 def _viz(args: argparse.Namespace) -> int:
     from graphmem import viz
 
     fmt = viz.format_for(args.out or "", args.format)
+    check_out(args.out, args.format)
     if args.out == "-" and fmt == "png":
         raise InvalidInput("PNG cannot go to standard output; give --out FILE.png")
     store = Settings.from_env().open_store()

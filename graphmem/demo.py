@@ -10,6 +10,7 @@ instead of the embedded store, ready to explore in Neo4j Browser.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import time
 from collections.abc import Callable
@@ -26,24 +27,49 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+BROWSER_CHAIN_QUERY = (
+    "MATCH (t:Task {namespace: $ns})-[:SOLVED_BY]->(p)-[:FIRST_STEP|NEXT*0..]->(s) "
+    "RETURN t, p, s LIMIT 100"
+)
+"""The demo's closing hint for Neo4j Browser (after ``:param ns => "<namespace>"``)."""
+
 DEMO_NAMESPACE = "demo"
 DEMO_GAMES = ("cookingworld", "twc", "coin")
 """The TextWorldExpress games the demo's rule-based explorers are built for."""
 MIN_EPISODES = 5
+GAME_BUDGETS = {"cookingworld": 40, "twc": 30, "coin": 40}
+"""Steps per game when ``--budget`` is not given: ``flows.textworld_agent.DEFAULT_BUDGET``,
+spelled out here so that ``graphmem --help`` need not import LangGraph (a test keeps them equal)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo = sub.add_parser("demo", help="watch an agent learn with graphmem (needs Java 17)")
     demo.add_argument(
-        "--game", default="cookingworld", choices=DEMO_GAMES, help="cookingworld (default) or twc"
+        "--game",
+        default="cookingworld",
+        choices=DEMO_GAMES,
+        help="the game (default cookingworld)",
     )
     demo.add_argument(
-        "--episodes", type=_at_least(MIN_EPISODES), default=30, help="games in the stream (30)"
+        "--episodes",
+        type=_at_least(MIN_EPISODES),
+        default=30,
+        help=f"games in the stream, at least {MIN_EPISODES} (default 30)",
     )
-    demo.add_argument("--budget", type=_at_least(1), default=None, help="steps per game")
-    demo.add_argument("--out", default="demo-out", help="where pictures go (demo-out/)")
     demo.add_argument(
-        "--namespace", type=_namespace, default=DEMO_NAMESPACE, help="memory namespace (demo)"
+        "--budget",
+        type=_at_least(1),
+        default=None,
+        help="steps per game (default: the game's own, "
+        + ", ".join(f"{g} {GAME_BUDGETS[g]}" for g in DEMO_GAMES)
+        + ")",
+    )
+    demo.add_argument("--out", default="demo-out", help="where pictures go (default demo-out/)")
+    demo.add_argument(
+        "--namespace",
+        type=_namespace,
+        default=DEMO_NAMESPACE,
+        help="memory namespace (default demo)",
     )
     demo.add_argument("--keep", action="store_true", help="keep what the namespace already holds")
     demo.set_defaults(handler=_run)
@@ -240,17 +266,50 @@ def run_demo(
         written = ([plot] if plot else []) + _write_chain(memory, namespace, out)
         for path in written:
             print(f"  wrote {path}")
+        chain = out / "chain.html"
         if settings.neo4j_uri:
-            print(
-                "\n  explore it in Neo4j Browser at http://127.0.0.1:7474/browser/ with\n"
-                f"    MATCH (t:Task {{namespace: '{namespace}'}})-[:SOLVED_BY]->(p)"
-                "-[:FIRST_STEP|NEXT*0..]->(s) RETURN t, p, s LIMIT 100"
-            )
+            url = browser_url(memory, settings.neo4j_uri)
+            where = f"Neo4j Browser at {url}" if url else "Neo4j Browser (its HTTP port is off)"
+            # Browser parameters, so the namespace is never pasted into the query text.
+            print(f"\n  explore it in {where} with\n    :param ns => {json.dumps(namespace)}")
+            print(f"    {BROWSER_CHAIN_QUERY}")
         else:
-            print("\n  next: ./run graphmem stats   |   open demo-out/chain.html in a browser")
+            shown = f"   |   open {chain} in a browser" if chain in written else ""
+            print(f"\n  next: ./run graphmem stats{shown}")
         return base_summary, mem_summary
     finally:
         memory.close()
+
+
+def browser_url(memory: GraphMemory, uri: str) -> str | None:
+    """Neo4j Browser's address for the server ``uri`` points at: that host, and the HTTP port
+    the server itself reports (``SHOW SETTINGS``); None when HTTP is off or the server will not
+    say (e.g. the user may not read settings)."""
+    from urllib.parse import urlsplit
+
+    from neo4j.exceptions import Neo4jError
+
+    from graphmem.stores import cypher
+    from graphmem.stores.neo4j import Neo4jStore
+
+    if not isinstance(memory.store, Neo4jStore):
+        return None
+    try:
+        records, _, _ = memory.store.driver.execute_query(
+            cypher.HTTP_SETTINGS, names=["server.http.enabled", "server.http.listen_address"]
+        )
+    except Neo4jError as e:
+        log.info("cannot read the server's HTTP settings: %s", e)
+        return None
+    found = {str(r["name"]): str(r["value"]) for r in records}
+    if found.get("server.http.enabled", "true").lower() != "true":
+        return None
+    port = found.get("server.http.listen_address", "").rpartition(":")[2]
+    if not port.isdigit():
+        return None
+    host = urlsplit(uri).hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{port}/browser/"
 
 
 def _run(args: argparse.Namespace) -> int:

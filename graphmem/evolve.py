@@ -157,6 +157,8 @@ def evolve(
     for upd in decisions.updates:
         if len(fresh) >= cfg.max_updates:
             break
+        if upd.id in renamed:
+            continue  # one new version per neighbour: a second would fork it into two live notes
         old = by_id[upd.id]
         planned = _refreshed(mem, old, upd, memory.id, decided.created_by)
         if planned is None:

@@ -94,12 +94,27 @@ class GraphMemory:
         """
         from graphmem.build import add_note
 
+        strict = evolve and self.llm is not None and not self.llm.fallback
+        fresh = strict and not self._has_note(namespace, content)
         note = add_note(self, namespace, content, **fields)
         if evolve:
+            from graphmem.errors import LLMError
             from graphmem.evolve import evolve_many
 
-            evolve_many(self, namespace, [note.id])
+            try:
+                evolve_many(self, namespace, [note.id])
+            except LLMError:
+                # fallback=False means all of it or nothing: a note this call stored goes too.
+                if fresh:
+                    self.store.delete(namespace, [note.id])
+                raise
         return note
+
+    def _has_note(self, namespace: str, content: str) -> bool:
+        from graphmem.models import MemoryKind, content_hash
+
+        found = self.store.find_by_hash(namespace, MemoryKind.NOTE, content_hash("note", content))
+        return found is not None
 
     def build(
         self,

@@ -33,11 +33,14 @@ from string import Template
 
 from graphmem.errors import ConfigError
 from graphmem.neo4j_jars import (
+    DEFAULT_ENTRY_POINT,
     SUPPORTED_JAVA,
     Neo4jServerError,
+    check_version,
     default_home,
     dir_size,
     ensure_jars,
+    entry_point,
     file_lock,
     find_java,
     jars_present,
@@ -67,7 +70,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ENTRY_POINT = "org.neo4j.server.CommunityEntryPoint"
+ENTRY_POINT = DEFAULT_ENTRY_POINT
+"""Neo4j 5.x's main class; each release's own jar names its own (:func:`entry_point`)."""
 ADMIN_TOOL = "org.neo4j.cli.AdminTool"
 MIN_PASSWORD_LENGTH = 8
 PID_FILE = "run/graphmem-neo4j.pid"
@@ -140,6 +144,7 @@ class Neo4jServer:
         auth: bool = True,
         home: Path | None = None,
         listen_address: str = "127.0.0.1",
+        version: str | None = None,
     ) -> None:
         for name, port in (("bolt", bolt_port), ("http", http_port)):
             if not 0 < port < 65536:
@@ -150,7 +155,8 @@ class Neo4jServer:
         self.bolt_port = bolt_port
         self.http_port = http_port
         self.auth = auth
-        self.home = home if home is not None else default_home()
+        self.version = check_version(version)
+        self.home = home if home is not None else default_home(version=self.version)
         self.listen_address = listen_address
 
     @property
@@ -199,8 +205,8 @@ class Neo4jServer:
                     f"port {port} on {self.listen_address} is already in use by another process; "
                     "stop it or choose other --bolt-port/--http-port"
                 )
-        lib = ensure_jars(self.home)
-        java = java or find_java()
+        lib = ensure_jars(self.home, version=self.version)
+        java = java or find_java(version=self.version)
         self.write_conf(lib)
         if self.auth and not self.initialised():
             assert password is not None
@@ -209,7 +215,7 @@ class Neo4jServer:
         started = time.monotonic()
         log_fd = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         with os.fdopen(log_fd, "ab") as out:
-            out.write(f"\n---- graphmem: starting Neo4j {neo4j_version()} ----\n".encode())
+            out.write(f"\n---- graphmem: starting Neo4j {self.version} ----\n".encode())
             out.flush()
             try:
                 proc = subprocess.Popen(
@@ -310,7 +316,7 @@ class Neo4jServer:
             return None
         cmdline = _cmdline(pid)
         if cmdline is not None and (
-            ENTRY_POINT not in cmdline or f"--home-dir={self.data_dir}" not in cmdline
+            "org.neo4j.server." not in cmdline or f"--home-dir={self.data_dir}" not in cmdline
         ):
             return None  # the pid was reused by another process
         return pid
@@ -356,7 +362,7 @@ class Neo4jServer:
             *jvm,
             "-cp",
             f"{lib}/*",
-            ENTRY_POINT,
+            entry_point(lib),
             f"--home-dir={self.data_dir}",
             f"--config-dir={self.conf_file.parent}",
             "--console-mode",

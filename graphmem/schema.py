@@ -26,6 +26,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
 from graphmem.stores import cypher
+from graphmem.stores.neo4j_recall import supports_search
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,10 @@ def setup(
             if indexed is not None and indexed != dimension:
                 raise DimensionMismatch(indexed, dimension, where="vector index")
             count = 0
+            if session.execute_read(supports_search):
+                # In-index filtering: this index first, so the plain one in the files is a no-op.
+                session.execute_write(_run, cypher.VECTOR_INDEX_FILTERED, {"dimension": dimension})
+                count += 1
             for path in schema_files():
                 for statement in statements(path.read_text(encoding="utf-8")):
                     used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}

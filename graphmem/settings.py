@@ -9,6 +9,11 @@
 | ``GRAPHMEM_EMBEDDER`` | ``minilm`` (offline all-MiniLM-L6-v2) or ``hashing`` | ``minilm`` |
 | ``GRAPHMEM_LLM_BASE_URL`` | OpenAI-compatible endpoint for the LLM steps | unset: fallbacks |
 | ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY`` | model name / key (or ``OPENAI_API_KEY``) | |
+| ``GRAPHMEM_LLM_OUTPUT`` | ``json_schema``, ``tool``, ``json``, ``prompt`` or ``auto`` | ``auto`` |
+| ``GRAPHMEM_LLM_MAX_TOKENS`` | cap on output tokens per reply (``0``: no cap) | ``1024`` |
+| ``GRAPHMEM_LLM_MAX_TOKENS_FIELD`` | ``max_tokens`` or ``max_completion_tokens`` | ``max_tokens`` |
+| ``GRAPHMEM_LLM_TIMEOUT`` | seconds per request | ``30`` |
+| ``GRAPHMEM_LLM_RETRIES`` | retries after a failed request or invalid reply | ``2`` |
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from graphmem.errors import ConfigError
@@ -74,6 +79,41 @@ def check_neo4j_uri(uri: str) -> str:
     return uri
 
 
+def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
+    """The LLM output mode, token cap, timeout and retries; a ConfigError names a bad value."""
+    from graphmem.llm.output import OUTPUT_CHOICES
+
+    def number(name: str, default: str, kind: type[int] | type[float], low: float) -> Any:
+        text = e.get(name, "").strip() or default
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise ConfigError(f"{name} must be a number >= {low:g}, not {text[:40]!r}")
+        return value
+
+    output = e.get("GRAPHMEM_LLM_OUTPUT", "").strip().lower() or "auto"
+    if output not in OUTPUT_CHOICES:
+        raise ConfigError(
+            f"GRAPHMEM_LLM_OUTPUT must be one of {', '.join(OUTPUT_CHOICES)}, not {output[:40]!r}"
+        )
+    field_name = e.get("GRAPHMEM_LLM_MAX_TOKENS_FIELD", "").strip() or "max_tokens"
+    if field_name not in ("max_tokens", "max_completion_tokens"):
+        raise ConfigError(
+            "GRAPHMEM_LLM_MAX_TOKENS_FIELD must be max_tokens (llama.cpp, vLLM, Ollama) or "
+            f"max_completion_tokens (OpenAI reasoning models), not {field_name[:40]!r}"
+        )
+    timeout = number("GRAPHMEM_LLM_TIMEOUT", "30", float, 0.001)
+    return {
+        "llm_output": output,
+        "llm_max_tokens": number("GRAPHMEM_LLM_MAX_TOKENS", "1024", int, 0) or None,
+        "llm_max_tokens_field": field_name,
+        "llm_timeout": timeout,
+        "llm_retries": number("GRAPHMEM_LLM_RETRIES", "2", int, 0),
+    }
+
+
 @dataclass(frozen=True)
 class Settings:
     store_path: Path = Path("graphmem-data")
@@ -85,6 +125,11 @@ class Settings:
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
+    llm_output: str = "auto"
+    llm_max_tokens: int | None = 1024
+    llm_max_tokens_field: str = "max_tokens"
+    llm_timeout: float = 30.0
+    llm_retries: int = 2
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -102,6 +147,7 @@ class Settings:
             llm_base_url=e.get("GRAPHMEM_LLM_BASE_URL") or None,
             llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
             llm_api_key=e.get("GRAPHMEM_LLM_API_KEY") or e.get("OPENAI_API_KEY") or None,
+            **_llm_limits(e),
         )
 
     @property
@@ -137,6 +183,11 @@ class Settings:
             base_url=self.llm_base_url,
             model=self.llm_model or "default",
             api_key=self.llm_api_key or "not-needed",
+            output=self.llm_output,
+            max_tokens=self.llm_max_tokens,
+            max_tokens_field=self.llm_max_tokens_field,
+            timeout=self.llm_timeout,
+            retries=self.llm_retries,
         )
 
     def open_memory(self) -> GraphMemory:

@@ -1,13 +1,28 @@
-"""A tiny OpenAI-compatible chat server for tests (stdlib ``http.server`` in a thread).
+"""An OpenAI-compatible chat server for tests (stdlib ``http.server`` in a thread).
 
-It answers ``POST /v1/chat/completions`` with schema-valid JSON for the graphmem operation named
-on the system prompt's first line (``graphmem op: <name>``), derived from the prompt, with usage
-numbers. Tests queue misbehaviour to exercise retries and fallbacks::
+It serves ``POST /v1/chat/completions`` the way llama.cpp's server and OpenAI do, for the
+graphmem operation named on the system prompt's first line (``graphmem op: <name>``):
+
+- ``response_format={"type": "json_schema", ...}``: the reply follows the schema sent (checked
+  with ``jsonschema``; a reply that would not fit is a 500, so a wrong schema fails loudly);
+- ``tools`` with a forced ``tool_choice``: the reply is that tool call;
+- ``response_format={"type": "json_object"}``: a JSON object;
+- nothing: what the "model" writes unconstrained (``unconstrained=``: ``valid`` for a capable
+  model, ``prose`` for a small one that chats instead of writing JSON);
+- ``max_tokens`` / ``max_completion_tokens``: honoured by ``ramble`` (which otherwise writes up
+  to the context size, finish_reason ``length``).
+
+``supports`` lists the constraints it takes; others are refused with HTTP 400, like a server
+without structured output. Tests script misbehaviour for the next replies::
 
     with OpenAIStub() as stub:
         stub.queue("invalid_json", "valid")          # next two replies, any operation
         stub.queue("http_500", op="distill_script")  # next distill_script reply only
+        stub.always("hang")                          # every reply from now on
         llm = MemoryLLM.from_openai(base_url=stub.base_url, model="stub", api_key="sk-test")
+
+It counts what it served: every request (``served``) with the tokens it charged, so tests can
+hold a client's accounting against the server's.
 """
 
 from __future__ import annotations
@@ -19,15 +34,26 @@ from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import jsonschema
+
 BEHAVIOURS = (
     "valid",
     "fenced",  # valid JSON inside ```json fences with chatter around it
+    "prose",  # chatter without any JSON (a small model unconstrained)
     "invalid_json",
     "missing_fields",
     "wrong_types",
-    "http_500",
     "empty",
+    "ramble",  # writes until the token cap (or the context size): finish_reason "length"
+    "hang",  # never answers (until the stub stops or hang_seconds pass)
+    "http_400",
+    "http_401",
+    "http_404",
+    "http_500",
 )
+CONTENT_FAULTS = ("fenced", "prose", "invalid_json", "missing_fields", "wrong_types", "empty")
+CONTEXT_TOKENS = 4096
+ALL_FORMATS = ("json_schema", "tools", "json_object")
 
 _OP = re.compile(r"graphmem op: (\w+)")
 _ACTION = re.compile(r"action: (.*?)(?: \| observation: |$)", re.MULTILINE)
@@ -62,6 +88,10 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
             "links": [{"id": i, "reason": "stub link", "strength": 0.9} for i in ids[:1]],
             "updates": [{"id": i, "context": "stub refreshed context"} for i in ids[:1]],
         }
+    if op == "choose_action":
+        actions = user.split("Valid actions:\n", 1)[-1].splitlines()
+        useful = [a for a in actions if a and not a.startswith(("look", "inventory"))]
+        return {"action": (useful or actions or ["look around"])[0], "thought": "stub choice"}
     return {"answer": "unknown operation"}
 
 
@@ -77,15 +107,37 @@ def _wrong_types(reply: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class OpenAIStub:
-    """The server; ``requests`` holds every request body (and its Authorization header)."""
+def _tokens(text: str) -> int:
+    """The stub's tokenizer: one token per four characters, at least one."""
+    return 1 + len(text) // 4
 
-    def __init__(self, model: str = "stub-model") -> None:
+
+class OpenAIStub:
+    """The server. ``requests`` holds every request (body, Authorization header, behaviour);
+    ``served`` what it charged for each (status, prompt and completion tokens)."""
+
+    def __init__(
+        self,
+        model: str = "stub-model",
+        *,
+        unconstrained: str = "valid",
+        supports: tuple[str, ...] = ALL_FORMATS,
+        hang_seconds: float = 30.0,
+        refusal_status: int = 400,
+    ) -> None:
+        if unconstrained not in BEHAVIOURS:
+            raise ValueError(f"unknown behaviour {unconstrained!r}")
         self.model = model
+        self.unconstrained = unconstrained
+        self.supports = supports
+        self.hang_seconds = hang_seconds
+        # 400 like OpenAI and vLLM; llama-cpp-python's server refuses "json_schema" with a 500.
+        self.refusal_status = refusal_status
         self.requests: list[dict[str, Any]] = []
-        self.usage: list[tuple[int, int]] = []
+        self.served: list[dict[str, Any]] = []
         self._queues: dict[str | None, deque[str]] = {}
         self._lock = threading.Lock()
+        self._release = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -107,17 +159,41 @@ class OpenAIStub:
         with self._lock:
             self._queues.clear()
 
-    def _next(self, op: str) -> str:
+    def _next(self, op: str) -> str | None:
         with self._lock:
             for key in (op, None):
                 q = self._queues.get(key)
                 if q:
                     return q.popleft()
-        return "valid"
+        return None
+
+    # ---- what was asked and served ------------------------------------------------------
 
     def ops(self) -> list[str]:
         """The operation of each request so far, in order."""
         return [r["op"] for r in self.requests]
+
+    @property
+    def usage(self) -> list[tuple[int, int]]:
+        """(prompt, completion) tokens of each completed reply."""
+        return [
+            (s["prompt_tokens"], s["completion_tokens"]) for s in self.served if s["status"] == 200
+        ]
+
+    @property
+    def prompt_tokens(self) -> int:
+        return sum(s["prompt_tokens"] for s in self.served)
+
+    @property
+    def completion_tokens(self) -> int:
+        return sum(s["completion_tokens"] for s in self.served)
+
+    def constraint(self, i: int) -> str:
+        """How request ``i`` constrained its reply: json_schema, tools, json_object or none."""
+        body = self.requests[i]["body"]
+        if body.get("tools"):
+            return "tools"
+        return str((body.get("response_format") or {}).get("type", "none"))
 
     # ---- serving ------------------------------------------------------------------------
 
@@ -139,23 +215,38 @@ class OpenAIStub:
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                if not self.path.rstrip("/").endswith("/chat/completions"):
-                    self._send(404, {"error": {"message": "not found"}})
+                if self.path.rstrip("/") != "/v1/chat/completions":
+                    stub._count({"op": "none", "behaviour": "no_route", "body": body}, 404)
+                    self._send(404, {"error": {"message": f"File Not Found: {self.path}"}})
                     return
                 stub._answer(self, body)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
                 data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:
+                    pass  # the client gave up (a timeout): nothing to answer
 
+        self._release.clear()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
         return self
+
+    def _count(
+        self, request: dict[str, Any], status: int, prompt: int = 0, completion: int = 0
+    ) -> None:
+        with self._lock:
+            self.requests.append(request)
+            self.served.append(
+                {"status": status, "prompt_tokens": prompt, "completion_tokens": completion}
+            )
 
     def _answer(self, handler: Any, body: dict[str, Any]) -> None:
         messages = body.get("messages", [])
@@ -163,36 +254,91 @@ class OpenAIStub:
         user = next((str(m.get("content", "")) for m in messages if m["role"] == "user"), "")
         match = _OP.search(system)
         op = match.group(1) if match else "unknown"
-        behaviour = self._next(op)
-        with self._lock:
-            self.requests.append(
-                {
-                    "op": op,
-                    "behaviour": behaviour,
-                    "body": body,
-                    "authorization": handler.headers.get("Authorization", ""),
-                }
-            )
-        if behaviour == "http_500":
-            handler._send(500, {"error": {"message": "stub internal error", "type": "server"}})
+        fmt = body.get("response_format") or {}
+        constraint = "tools" if body.get("tools") else str(fmt.get("type", "none"))
+        scripted = self._next(op)
+        behaviour = scripted or ("valid" if constraint != "none" else self.unconstrained)
+        request = {
+            "op": op,
+            "behaviour": behaviour,
+            "body": body,
+            "authorization": handler.headers.get("Authorization", ""),
+        }
+        if constraint != "none" and constraint not in self.supports:
+            self._count(request, self.refusal_status)
+            message = f"'response_format' of type '{constraint}' is not supported"
+            if constraint == "tools":
+                message = "tools are not supported by this server"
+            error = {"error": {"message": message, "type": "invalid_request_error"}}
+            handler._send(self.refusal_status, error)
             return
+        if behaviour.startswith("http_"):
+            status = int(behaviour[5:])
+            self._count(request, status)
+            messages_by_status = {
+                400: "bad request",
+                401: "Incorrect API key provided",
+                404: f"The model '{body.get('model')}' does not exist",
+                500: "stub internal error",
+            }
+            handler._send(
+                status, {"error": {"message": messages_by_status[status], "type": "server"}}
+            )
+            return
+        if behaviour == "hang":
+            self._count(request, 0)
+            self._release.wait(self.hang_seconds)
+            return  # the connection closes without an answer
+        prompt_tokens = _tokens("".join(str(m.get("content", "")) for m in messages))
         reply = valid_reply(op, user)
+        if constraint == "json_schema":
+            schema = fmt.get("json_schema", {}).get("schema", {})
+            try:
+                jsonschema.validate(reply, schema)
+            except jsonschema.ValidationError as e:
+                self._count(request, 500)
+                handler._send(
+                    500, {"error": {"message": f"stub: no reply fits the schema: {e.message}"}}
+                )
+                return
+        finish = "stop"
         if behaviour == "valid":
             content = json.dumps(reply)
         elif behaviour == "fenced":
             content = f"Sure! Here it is:\n```json\n{json.dumps(reply, indent=2)}\n```\nDone."
+        elif behaviour == "prose":
+            content = "Sure! I think the answer is about the things you mentioned. Let me know!"
         elif behaviour == "invalid_json":
             content = '{"keywords": ["unterminated", '
         elif behaviour == "missing_fields":
             content = json.dumps({"comment": "I forgot the fields"})
         elif behaviour == "wrong_types":
             content = json.dumps(_wrong_types(reply))
+        elif behaviour == "ramble":
+            cap = body.get("max_tokens") or body.get("max_completion_tokens") or CONTEXT_TOKENS
+            cap = min(int(cap), CONTEXT_TOKENS - prompt_tokens)
+            content = ('{"keywords": ["' + "la " * (4 * cap))[: 4 * (cap - 1)]
+            finish = "length"
         else:  # empty
             content = ""
-        prompt_tokens = 1 + sum(len(str(m.get("content", ""))) for m in messages) // 4
-        completion_tokens = 1 + len(content) // 4
-        with self._lock:
-            self.usage.append((prompt_tokens, completion_tokens))
+        completion_tokens = _tokens(content)
+        self._count(request, 200, prompt_tokens, completion_tokens)
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if constraint == "tools" and behaviour not in ("ramble", "empty", "prose"):
+            name = body["tools"][0]["function"]["name"]
+            arguments = content if behaviour != "fenced" else json.dumps(reply)
+            message = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call-{len(self.requests)}",
+                        "type": "function",
+                        "function": {"name": name, "arguments": arguments},
+                    }
+                ],
+            }
+            finish = "tool_calls"
         handler._send(
             200,
             {
@@ -200,13 +346,7 @@ class OpenAIStub:
                 "object": "chat.completion",
                 "created": 1_700_000_000,
                 "model": body.get("model", self.model),
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
+                "choices": [{"index": 0, "message": message, "finish_reason": finish}],
                 "usage": {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": completion_tokens,
@@ -216,6 +356,7 @@ class OpenAIStub:
         )
 
     def stop(self) -> None:
+        self._release.set()  # let hanging handlers go
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +37,7 @@ from langgraph.store.base import (
 )
 
 from graphmem.embedding import HashingEmbedder
-from graphmem.errors import InvalidInput, InvalidNamespace
+from graphmem.errors import InvalidInput
 from graphmem.langgraph_store import GraphMemoryStore, GraphSearchItem, escape_label, item_id
 from graphmem.memory import GraphMemory
 from graphmem.stores.base import MemoryStore
@@ -122,10 +124,32 @@ def test_labels_and_keys_map_one_to_one(lg: GraphMemoryStore) -> None:
     assert item_id("k") != item_id("k ") and item_id("k") == item_id("k")
 
 
-def test_too_long_namespace_is_a_clear_error(lg: GraphMemoryStore) -> None:
-    with pytest.raises(InvalidNamespace, match="too long"):
-        lg.put(("x" * 130,), "k", {"v": 1})
-    assert lg.list_namespaces() == []
+def test_long_namespaces_work_like_short_ones(lg: GraphMemoryStore, mem: GraphMemory) -> None:
+    """Labels too long to spell out in a graphmem namespace are hashed, and read back."""
+    chinese = "用户偏好设置记录" * 2  # 16 characters: 144 once escaped
+    long_ns = ("users", chinese, "memories")
+    deep = tuple(f"level{i}" for i in range(40))
+    lg.put(long_ns, "pref", {"text": "likes green tea"})
+    lg.put(deep, "k", {"text": "deep"})
+    lg.put(("users", "short"), "k", {"text": "short"})
+    assert len(escape_label(chinese)) > 128
+    graph_ns = lg.graph_namespace(long_ns)
+    assert len(graph_ns) <= 128 and "/.long/" in graph_ns
+    item = lg.get(long_ns, "pref")
+    assert (
+        item is not None and item.namespace == long_ns and item.value["text"] == "likes green tea"
+    )
+    assert sorted(lg.list_namespaces()) == sorted([long_ns, deep, ("users", "short")])
+    assert lg.list_namespaces(prefix=("users", chinese)) == [long_ns]
+    assert lg.list_namespaces(suffix=("memories",)) == [long_ns]
+    assert {i.namespace for i in lg.search(("users",))} == {long_ns, ("users", "short")}
+    assert [i.key for i in lg.search(("users", chinese), query="tea")] == ["pref"]
+    # A fresh store object (no cache) reads the labels back from the items.
+    again = GraphMemoryStore(mem, root=lg.root)
+    assert sorted(again.list_namespaces(prefix=("level0",))) == [deep]
+    lg.delete(long_ns, "pref")
+    assert lg.get(long_ns, "pref") is None and long_ns not in lg.list_namespaces()
+    assert lg.list_namespaces() != []
 
 
 def test_bad_values_change_nothing(lg: GraphMemoryStore) -> None:
@@ -614,7 +638,8 @@ def test_non_ascii(vs: GraphMemoryStore) -> None:
 
 
 def test_two_phase_scores_and_learned_utility(lg: GraphMemoryStore, mem: GraphMemory) -> None:
-    """Search returns graphmem's score parts, and a higher Q lifts an item (λ > 0)."""
+    """By default score is the similarity; the two-phase parts ride along, and the opt-in
+    ``score="two_phase"`` ranks by them, so a higher Q lifts an item (λ > 0)."""
     lg.put(("kb",), "tea", {"text": "green tea is brewed at 80 degrees"})
     lg.put(("kb",), "tea2", {"text": "green tea brewing temperature"})
     lg.put(("kb",), "car", {"text": "the car needs new tyres"})
@@ -622,9 +647,10 @@ def test_two_phase_scores_and_learned_utility(lg: GraphMemoryStore, mem: GraphMe
     assert results[0].key == "tea2"
     assert isinstance(results[0], GraphSearchItem)
     parts = results[0].parts
-    assert set(parts) >= {"sim", "q", "z_sim", "z_q", "score", "rank", "memory_id"}
-    assert results[0].score == pytest.approx(parts["score"])
-    assert parts["score"] == pytest.approx(
+    assert set(parts) >= {"sim", "q", "z_sim", "z_q", "two_phase", "two_phase_rank", "memory_id"}
+    assert results[0].score == pytest.approx(parts["sim"])
+    assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
+    assert parts["two_phase"] == pytest.approx(
         (1 - parts["lam"]) * parts["z_sim"] + parts["lam"] * parts["z_q"]
     )
     assert results[0].dict()["parts"] == parts
@@ -632,10 +658,15 @@ def test_two_phase_scores_and_learned_utility(lg: GraphMemoryStore, mem: GraphMe
     for _ in range(10):
         mem.store.update_utility(graph_ns, [item_id("tea")], 1.0, 0.3)
         mem.store.update_utility(graph_ns, [item_id("tea2")], 0.0, 0.3)
-    utility_first = GraphMemoryStore(mem, root=lg.root, lam=1.0)
+    # Similarity ignores what was learned...
+    assert lg.search(("kb",), query="green tea brewing temperature")[0].key == "tea2"
+    # ...two-phase ranking uses it, and reports its own score.
+    utility_first = GraphMemoryStore(mem, root=lg.root, lam=1.0, score="two_phase")
     ranked = utility_first.search(("kb",), query="green tea brewing temperature")
     assert ranked[0].key == "tea"
     assert isinstance(ranked[0], GraphSearchItem) and ranked[0].parts["q"] > 0.9
+    assert ranked[0].score == pytest.approx(ranked[0].parts["two_phase"])
+    assert ranked[0].parts["two_phase_rank"] == 0
     # A re-put keeps what the item has learned.
     lg.put(("kb",), "tea", {"text": "green tea is brewed at 80 degrees (edited)"})
     assert mem.get(graph_ns, item_id("tea")).q > 0.9
@@ -647,6 +678,48 @@ def test_custom_embed_must_match_the_store_dimension(mem: GraphMemory, namespace
         GraphMemoryStore(
             mem, root=f"{namespace}-d", index={"dims": 8, "embed": CharacterEmbeddings(8)}
         )
+
+
+class SlowEmbeddings(CharacterEmbeddings):
+    """Character embeddings that take ``delay`` seconds per call (a remote embedder)."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__()
+        self.delay = delay
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        time.sleep(self.delay)
+        return super().embed_documents(texts)
+
+
+def test_threads_share_one_store_without_waiting_for_each_other(
+    mem: GraphMemory, namespace: str
+) -> None:
+    """No process-wide lock: threads' operations overlap (here, their 0.3 s embedding calls),
+    and what each wrote is there afterwards, intact."""
+    slow = GraphMemoryStore(
+        mem, root=f"{namespace}-t", index={"dims": DIMS, "embed": SlowEmbeddings(0.3)}
+    )
+    errors: list[BaseException] = []
+
+    def work(t: int) -> None:
+        try:
+            slow.put(("t", str(t)), "k", {"text": f"thread {t}", "t": t})
+            got = slow.get(("t", str(t)), "k")
+            assert got is not None and got.value["t"] == t
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(8)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    assert not errors
+    assert elapsed < 8 * 0.3 / 2, f"8 puts took {elapsed:.2f} s: serialised"
+    assert sorted(int(i.value["t"]) for i in slow.search(("t",), limit=20)) == list(range(8))
 
 
 # ---- async, graphs, persistence ----

@@ -19,7 +19,6 @@ from graphmem.errors import LLMError
 from graphmem.keywords import STOP_WORDS, extract_keywords
 from graphmem.llm import (
     CallBudget,
-    LinkDecisions,
     MemoryLLM,
     Neighbour,
     NoteFields,
@@ -112,8 +111,10 @@ def test_fenced_reply_with_chatter_is_parsed(stub: OpenAIStub) -> None:
 
 def test_json_mode_asks_the_server_for_json_objects(stub: OpenAIStub) -> None:
     make_llm(stub, json_mode=True).extract_keywords("water the plants")
-    assert stub.requests[0]["body"]["response_format"] == {"type": "json_object"}
-    make_llm(stub).extract_keywords("water the plants")
+    sent = stub.requests[0]["body"]["response_format"]
+    # JSON mode, with the schema beside it (llama-cpp-python's server enforces it this way).
+    assert sent["type"] == "json_object" and sent["schema"]["required"] == ["keywords"]
+    make_llm(stub, output="prompt").extract_keywords("water the plants")
     assert "response_format" not in stub.requests[1]["body"]
 
 
@@ -267,11 +268,15 @@ def test_model_answers_carry_the_model_name() -> None:
     assert produced.by_model
 
 
-def test_invented_neighbour_ids_are_dropped() -> None:
-    reply = '{"links": [{"id": "ghost", "reason": "r", "strength": 0.5}], "updates": []}'
-    llm = MemoryLLM(FakeListChatModel(responses=[reply]))
+def test_invented_neighbour_ids_are_retried_then_dropped() -> None:
+    ghost = '{"id": "ghost", "reason": "r", "strength": 0.5}'
+    real = '{"id": "n1", "reason": "r", "strength": 0.5}'
+    replies = [f'{{"links": [{ghost}]}}', f'{{"links": [{ghost}, {real}, {real}]}}']
+    llm = MemoryLLM(FakeListChatModel(responses=replies))
     out = llm.decide_links("m", [Neighbour(id="n1", text="x", sim=0.9)])
-    assert out == LinkDecisions(links=[], updates=[])
+    # Only invented ids: invalid, retried. Some real ones: the rest dropped, duplicates too.
+    assert [c.id for c in out.links] == ["n1"] and out.updates == []
+    assert llm.usage.calls == 2 and llm.usage.failures == 1
 
 
 def test_constructor_rejects_negative_retries() -> None:

@@ -56,6 +56,44 @@ def test_the_pom_pins_neo4j_and_the_browser() -> None:
     assert default_home({}).parts[-2:] == ("neo4j", "5.26.30")
 
 
+def test_other_releases_get_their_own_pom_cache_java_and_entry_point(tmp_path: Path) -> None:
+    from graphmem.neo4j_jars import (
+        check_version,
+        entry_point,
+        java_versions,
+        pom_text,
+    )
+
+    assert check_version(None) == "5.26.30"
+    assert check_version("2026.09.0") == "2026.09.0"
+    for bad in ("latest", "5.26", "2026.9", "../../x", "5.26.30; rm -rf /"):
+        with pytest.raises(ConfigError, match="unsupported Neo4j version"):
+            check_version(bad)
+    pom = pom_text("2026.09.0")
+    assert "<neo4j.version>2026.09.0</neo4j.version>" in pom and "5.26.30" not in pom
+    assert "<neo4j-browser.version>" in pom  # the Browser jar stays as packaged
+    assert default_home({}, version="2026.09.0").parts[-2:] == ("neo4j", "2026.09.0")
+    assert java_versions() == (17, 21) and java_versions("2026.09.0") == (21, 25)
+    # Each release's jar names its main class (5.x: CommunityEntryPoint, 2026.x: Neo4jCommunity).
+    import zipfile
+
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    assert entry_point(lib) == ENTRY_POINT  # no jar: the 5.x class
+    with zipfile.ZipFile(lib / "neo4j-2026.09.0.jar", "w") as jar:
+        jar.writestr(
+            "META-INF/services/org.neo4j.server.startup.EntryPoint",
+            "org.neo4j.server.Neo4jCommunity\n",
+        )
+    assert entry_point(lib) == "org.neo4j.server.Neo4jCommunity"
+    server = Neo4jServer(tmp_path / "d", home=tmp_path, version="2026.09.0")
+    server.write_conf(lib)
+    assert (
+        server.command(Path("/opt/java25/bin/java"), lib)[-4] == "org.neo4j.server.Neo4jCommunity"
+    )
+    assert main(["neo4j", "start", "--version", "latest", "--no-auth"]) == 2
+
+
 def test_schema_files_split_into_idempotent_statements() -> None:
     found = [s for path in schema_files() for s in statements(path.read_text(encoding="utf-8"))]
     assert len(found) == 8

@@ -223,11 +223,24 @@ def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
 @pytest.mark.neo4j
 @needs_neo4j
 def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
-    assert neo._vector_index_ready(DIM)
+    from graphmem.stores.neo4j_recall import index_state, supports_search
+
+    with neo.driver.session(database=DATABASE) as session:
+        info = session.execute_read(index_state)
+        searchable = session.execute_read(supports_search)
+    assert info is not None and info[:2] == ("ONLINE", DIM)
+    # On 2026.01+ schema apply builds the filtered index, and recall filters inside it.
+    want = "search" if searchable and info[2] else "procedure"
+    assert neo._index_mode(DIM) == want
     neo.upsert([note(namespace, f"n{i}", "n", vec(DIM, 1, 0.1 * i)) for i in range(10)])
+    neo.upsert([note(f"{namespace}-other", f"o{i}", "o", vec(DIM, 1)) for i in range(40)])
     hits = neo.recall(namespace, vec(DIM, 1), 4)
     assert [h.memory.id for h in hits] == ["n0", "n1", "n2", "n3"]
     assert hits[1].sim == pytest.approx(1 / math.sqrt(1.01), abs=1e-9)
+    neo.patch(namespace, "n0", {"obsolete": True})
+    hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
+    assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
+    assert neo.recall(namespace, vec(DIM, 1), 4, kinds=["Procedure"]) == []
 
 
 def _hammer(namespace: str, memory_id: str, reward: float, alpha: float, n: int) -> None:

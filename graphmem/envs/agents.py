@@ -13,14 +13,20 @@ known facts (placements, cooking devices, where ingredients are), falling back t
 
 from __future__ import annotations
 
+import difflib
 import random
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from graphmem.envs.hints import Knowledge, parse_hints
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from graphmem.llm import MemoryLLM
 
 _ROOM = re.compile(r"You are in the ([^.]+)\.")
 _EXIT = re.compile(r"to the (north|south|east|west) you see (?:the |a |an )?([^.]+?)\.", re.I)
@@ -484,3 +490,92 @@ EXPLORERS: dict[str, type[Explorer]] = {"twc": TwcExplorer, "cookingworld": Cook
 def make_explorer(game: str) -> Explorer:
     """The rule-based explorer for a TextWorldExpress game (a generic novelty explorer else)."""
     return EXPLORERS.get(game, Explorer)()
+
+
+# ---- a chat-model policy ---------------------------------------------------------------------
+
+
+class ChatPolicy:
+    """A :class:`Policy` that asks a chat model for each action, through :class:`MemoryLLM`.
+
+    Every call is counted in ``llm.usage``, bounded by a per-step :class:`CallBudget`, retried
+    when the reply names no valid action or the request fails, and constrained to the list of
+    valid actions where the server takes a JSON schema. A step the model cannot answer is taken
+    by ``fallback`` (by default a rule-based :class:`Explorer`), so a slow, dead or confused
+    endpoint degrades the agent instead of killing the run; ``fallback=None`` raises
+    :class:`~graphmem.errors.LLMError` instead (the agent flow then ends that game).
+
+    >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    >>> policy = ChatPolicy(FakeListChatModel(responses=["I will open the fridge."]))
+    >>> policy.begin("Cook a meal.")
+    >>> policy.act("You are in the kitchen.", ["open fridge", "move west"], "").action
+    'open fridge'
+    """
+
+    def __init__(
+        self,
+        llm: MemoryLLM | BaseChatModel,
+        *,
+        fallback: Policy | Literal["explorer"] | None = "explorer",
+        history: int = 6,
+    ) -> None:
+        from graphmem.llm import MemoryLLM
+
+        self.llm = llm if isinstance(llm, MemoryLLM) else MemoryLLM(llm)
+        self.fallback: Policy | None = Explorer() if fallback == "explorer" else fallback
+        self.history = history
+        self.fallback_steps = 0
+        self.begin("")
+
+    @property
+    def model(self) -> BaseChatModel:
+        return self.llm.chat_model
+
+    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
+        self.task = task
+        self.hints = list(hints)
+        self.recent: list[str] = []
+        if self.fallback is not None:
+            self.fallback.begin(task, hints, seed)
+
+    def add_hints(self, hints: Sequence[str]) -> None:
+        self.hints.extend(h for h in hints if h not in self.hints)
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        from graphmem.errors import LLMError
+
+        memory = "\n".join(f"- {h}" for h in self.hints[:30]) or "(none)"
+        situation = (
+            f"Task: {self.task}\n\nWhat memory says:\n{memory}\n\n"
+            f"Recent steps:\n{chr(10).join(self.recent[-self.history :]) or '(none)'}\n\n"
+            f"Observation:\n{observation[:1500]}\n\nInventory:\n{inventory[:500]}"
+        )
+        try:
+            choice = self.llm.choose_action(situation, valid_actions)
+        except LLMError as e:
+            if self.fallback is None:
+                raise
+            self.fallback_steps += 1
+            decision = self.fallback.act(observation, valid_actions, inventory)
+            reason = " ".join(str(e).split())[:160]
+            return Decision(decision.action, f"model failed ({reason}); rule: {decision.thought}")
+        return Decision(choice.action, f"model: {choice.thought.strip()[:200]}")
+
+    def feedback(self, action: str, observation: str, reward: float) -> None:
+        self.recent.append(f"{action} -> {observation.strip()[:120]} (reward {reward:g})")
+        if self.fallback is not None:
+            self.fallback.feedback(action, observation, reward)
+
+
+def choose_action(text: str, valid_actions: Sequence[str]) -> str:
+    """The valid action a model's reply names: exact line, contained action, or closest match."""
+    from graphmem.llm import match_action
+
+    valid = list(valid_actions) or ["look around"]
+    found = match_action(text, valid)
+    if found is not None:
+        return found
+    lowered = {a.lower(): a for a in valid}
+    flat = " ".join(text.lower().split())[:200]
+    best = difflib.get_close_matches(flat, list(lowered), n=1, cutoff=0.0)
+    return lowered[best[0]] if best else valid[0]

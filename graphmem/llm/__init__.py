@@ -9,9 +9,11 @@
 """
 
 from graphmem.llm import fallbacks, ops
-from graphmem.llm.client import MemoryLLM, parse_json_object
+from graphmem.llm.client import MemoryLLM, match_action, parse_json_object
 from graphmem.llm.ops import Produced, producer, with_fallback
+from graphmem.llm.output import OUTPUT_CHOICES, OUTPUT_MODES, OutputMode
 from graphmem.llm.schemas import (
+    ActionChoice,
     LinkChoice,
     LinkDecisions,
     Neighbour,
@@ -24,6 +26,9 @@ from graphmem.llm.schemas import (
 from graphmem.llm.usage import CallBudget, LLMUsage, UsageSnapshot
 
 __all__ = [
+    "OUTPUT_CHOICES",
+    "OUTPUT_MODES",
+    "ActionChoice",
     "CallBudget",
     "LLMUsage",
     "LinkChoice",
@@ -32,12 +37,14 @@ __all__ = [
     "Neighbour",
     "NeighbourUpdate",
     "NoteFields",
+    "OutputMode",
     "Produced",
     "Reflection",
     "Script",
     "TaskKeywords",
     "UsageSnapshot",
     "fallbacks",
+    "match_action",
     "ops",
     "parse_json_object",
     "producer",

@@ -1,17 +1,21 @@
 """``MemoryLLM``: the chat model behind graphmem's LLM steps, with validated JSON output.
 
 Any LangChain ``BaseChatModel`` works; :meth:`MemoryLLM.from_openai` builds a ``ChatOpenAI`` for
-any OpenAI-compatible endpoint. Output is parsed from the reply text (fences and chatter around
-the JSON are tolerated) and validated against the operation's pydantic model, so it works with
-servers that support neither tool calling nor JSON mode. Invalid output is retried a bounded
-number of times; every request counts against the operation's :class:`CallBudget`.
+any OpenAI-compatible endpoint (llama.cpp, vLLM, Ollama, LM Studio, OpenAI), with a cap on
+output tokens, a timeout, and no hidden SDK retries. Each request is constrained to the
+operation's schema in the strongest form the server takes (:mod:`graphmem.llm.output`), and
+the reply is parsed and validated against the operation's pydantic model plus content checks
+(no placeholders, no copies of the instructions). Invalid output is retried with a repair
+prompt; failed requests are retried unless the error is permanent (wrong key, URL or model),
+which disables the endpoint for the rest of the run with a one-line reason. Every request the
+server saw counts in :attr:`MemoryLLM.usage` and against the operation's :class:`CallBudget`.
 
 >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
 >>> llm = MemoryLLM(FakeListChatModel(responses=['{"keywords": ["fridge", "apple"]}']))
 >>> llm.extract_keywords("Put the apple in the fridge")
 ['fridge', 'apple']
->>> llm.usage.calls
-1
+>>> llm.usage.calls, llm.output_mode
+(1, 'prompt')
 """
 
 from __future__ import annotations
@@ -19,16 +23,30 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
 from graphmem.errors import LLMError
 from graphmem.llm import prompts
+from graphmem.llm.failures import describe, partial_reply, reported_usage, short
+from graphmem.llm.output import (
+    OUTPUT_MODES,
+    OutputMode,
+    bind,
+    check_mode,
+    output_schema,
+    raw_message,
+    rejects_mode,
+    reply_text,
+)
 from graphmem.llm.schemas import (
+    ActionChoice,
     LinkDecisions,
     Neighbour,
     NoteFields,
@@ -43,27 +61,27 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T", bound=BaseModel)
 
+DEFAULT_MAX_TOKENS = 1024
+DEFAULT_TIMEOUT = 30.0
+DEFAULT_RETRIES = 2
+RETRY_TEMPERATURE = 0.4
+"""Temperature of retries when the model runs at 0: a repeat of the same bytes helps nobody."""
+
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _DECODER = json.JSONDecoder()
+_PLACEHOLDER = re.compile(r"^\s*(?:\.{2,}|…+|<[^<>]*>)\s*$")
+"""What small models copy from the prompt's "Shape:" line instead of answering."""
+_COPY_MIN_CHARS = 30
+_CUT = "the reply was cut at the output-token cap, GRAPHMEM_LLM_MAX_TOKENS"
 
 
 class InvalidOutput(ValueError):
     """The model's reply was not a JSON object valid for the operation."""
 
 
-def message_text(message: BaseMessage) -> str:
-    """The text of a chat reply, whether its content is a string or a list of blocks."""
-    content = message.content
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
+Check = Callable[[Any], None]
+"""An operation's content check: raises :class:`InvalidOutput` saying what is wrong."""
 
 
 def parse_json_object(text: str) -> dict[str, Any]:
@@ -87,15 +105,24 @@ def parse_json_object(text: str) -> dict[str, Any]:
     raise InvalidOutput("the reply holds no JSON object")
 
 
-def _short(error: Exception, limit: int = 300) -> str:
-    if isinstance(error, ValidationError):
-        text = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'reply'}: {err['msg']}"
-            for err in error.errors()
-        )
-    else:
-        text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[:limit] + "…"
+def check_content(value: BaseModel, instructions: str) -> None:
+    """Shape is not enough: no placeholder values, no text copied from the instructions."""
+
+    def strings(node: Any) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [s for v in node.values() for s in strings(v)]
+        if isinstance(node, list):
+            return [s for v in node for s in strings(v)]
+        return []
+
+    for text in strings(value.model_dump()):
+        if _PLACEHOLDER.match(text):
+            raise InvalidOutput(f"{text!r} is a placeholder, not an answer")
+        flat = " ".join(text.split())
+        if len(flat) >= _COPY_MIN_CHARS and flat in " ".join(instructions.split()):
+            raise InvalidOutput(f"{flat[:60]!r} copies the instructions instead of answering")
 
 
 class MemoryLLM:
@@ -104,7 +131,10 @@ class MemoryLLM:
     ``retries``: extra requests after an invalid reply or a failed request (per operation call).
     ``fallback``: when output stays invalid, use the deterministic fallback (True) or raise
     :class:`LLMError` (False). ``max_calls``: default cap on requests per operation call when no
-    :class:`CallBudget` is passed.
+    :class:`CallBudget` is passed. ``output``: how replies are constrained (``json_schema``,
+    ``tool``, ``json``, ``prompt``, or ``auto``: the strongest the model and server take).
+    ``max_failures_in_a_row``: failed requests in a row (timeouts, 5xx) after which the endpoint
+    is taken out of use for this run, so a dead server costs bounded time.
     """
 
     def __init__(
@@ -112,10 +142,14 @@ class MemoryLLM:
         chat_model: BaseChatModel,
         *,
         name: str | None = None,
-        retries: int = 2,
+        retries: int = DEFAULT_RETRIES,
         fallback: bool = True,
         max_calls: int | None = None,
         secrets: Sequence[str] = (),
+        output: str = "auto",
+        base_url: str | None = None,
+        retry_temperature: float | None = RETRY_TEMPERATURE,
+        max_failures_in_a_row: int | None = None,
     ) -> None:
         if retries < 0:
             raise ValueError("retries must be >= 0")
@@ -124,9 +158,23 @@ class MemoryLLM:
         self.retries = retries
         self.fallback = fallback
         self.max_calls = max_calls if max_calls is not None else retries + 1
+        self.output = check_mode(output)
+        self.base_url = base_url
         self.usage = LLMUsage()
+        self.max_failures_in_a_row = (
+            max_failures_in_a_row if max_failures_in_a_row is not None else 2 * (retries + 1)
+        )
         # Strings never to let through into error messages or logs (API keys).
         self._secrets = tuple(s for s in secrets if s)
+        self._modes: list[OutputMode] = (
+            list(OUTPUT_MODES) if output == "auto" else [output]  # type: ignore[list-item]
+        )
+        self._lock = threading.Lock()
+        self._failures_in_a_row = 0
+        self._disabled: str | None = None
+        self.first_error: str | None = None
+        """The first real error of this client's life (named when the endpoint is disabled)."""
+        self._retry_model = _with_temperature(chat_model, retry_temperature)
 
     @classmethod
     def from_openai(
@@ -136,28 +184,44 @@ class MemoryLLM:
         model: str,
         api_key: str,
         temperature: float = 0.0,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        json_mode: bool = False,
-        retries: int = 2,
+        timeout: float = DEFAULT_TIMEOUT,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
+        max_tokens_field: str = "max_tokens",
+        output: str = "auto",
+        retries: int = DEFAULT_RETRIES,
         fallback: bool = True,
+        max_retries: int = 0,
+        json_mode: bool = False,
         **model_kwargs: Any,
     ) -> MemoryLLM:
         """A ``ChatOpenAI`` on any OpenAI-compatible endpoint.
 
-        ``max_retries`` is the HTTP client's own retry (with back-off) on transport errors and
-        rate limits; ``retries`` is graphmem's retry on invalid output. ``json_mode`` asks the
-        server for ``response_format={"type": "json_object"}`` (not every server supports it;
-        parsing works without it).
+        ``max_tokens`` caps every reply; it is sent as ``max_tokens`` (what llama.cpp, vLLM and
+        Ollama read) or, with ``max_tokens_field="max_completion_tokens"``, under OpenAI's newer
+        name (its reasoning models refuse the old one). ``timeout`` bounds each request in
+        seconds; ``retries`` is graphmem's own retry, counted in usage. ``max_retries`` is the
+        SDK's hidden HTTP retry: leave it at 0, or usage and budgets miss those requests.
+        ``json_mode=True`` is ``output="json"``.
         """
         from langchain_openai import ChatOpenAI
 
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError("max_tokens must be at least 1 (or None for no cap)")
+        if timeout <= 0:
+            raise ValueError("timeout must be positive")
+        if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
+            raise ValueError("max_tokens_field must be 'max_tokens' or 'max_completion_tokens'")
         kwargs: dict[str, Any] = dict(model_kwargs)
-        if json_mode:
-            kwargs["model_kwargs"] = {
-                **kwargs.get("model_kwargs", {}),
-                "response_format": {"type": "json_object"},
-            }
+        if max_tokens is not None:
+            if max_tokens_field == "max_tokens":
+                # langchain-openai renames max_tokens to max_completion_tokens, which llama.cpp
+                # ignores; extra_body goes into the request as it is.
+                kwargs["extra_body"] = {
+                    **(kwargs.get("extra_body") or {}),
+                    "max_tokens": max_tokens,
+                }
+            else:
+                kwargs["max_tokens"] = max_tokens
         chat = ChatOpenAI(
             base_url=base_url,
             model=model,
@@ -167,10 +231,37 @@ class MemoryLLM:
             max_retries=max_retries,
             **kwargs,
         )
-        return cls(chat, name=model, retries=retries, fallback=fallback, secrets=(api_key,))
+        return cls(
+            chat,
+            name=model,
+            retries=retries,
+            fallback=fallback,
+            secrets=(api_key,),
+            output="json" if json_mode else output,
+            base_url=base_url,
+        )
 
     def __repr__(self) -> str:
-        return f"MemoryLLM(name={self.name!r}, retries={self.retries}, fallback={self.fallback})"
+        return (
+            f"MemoryLLM(name={self.name!r}, output={self.output!r}, retries={self.retries}, "
+            f"fallback={self.fallback})"
+        )
+
+    @property
+    def output_mode(self) -> OutputMode:
+        """The output mode requests use now (``auto`` settles on one as it learns)."""
+        return self._modes[0]
+
+    @property
+    def disabled(self) -> str | None:
+        """Why the endpoint was taken out of use for this run (None while it is in use)."""
+        return self._disabled
+
+    def reset(self) -> None:
+        """Put a disabled endpoint back in use (after fixing the server or its settings)."""
+        with self._lock:
+            self._disabled = None
+            self._failures_in_a_row = 0
 
     # ---- the operations ------------------------------------------------------------------
 
@@ -221,12 +312,21 @@ class MemoryLLM:
         budget: CallBudget | None = None,
     ) -> Reflection:
         """A tip (and maybe corrected steps) from a failed attempt (Mem^p adjustment)."""
+
+        def step_exists(out: Reflection) -> None:
+            if out.failed_step is not None and out.failed_step >= len(failed_steps):
+                raise InvalidOutput(
+                    f"failed_step {out.failed_step} is not a step of the failed attempt "
+                    f"(0..{len(failed_steps) - 1}, or null)"
+                )
+
         return self.structured(
             "reflect",
             prompts.REFLECT,
             prompts.reflect_user(task, failed_steps, successful_steps),
             Reflection,
             budget,
+            check=step_exists,
         )
 
     def decide_links(
@@ -239,19 +339,79 @@ class MemoryLLM:
         """Which neighbours to link to and which to refresh (A-MEM evolution)."""
         if not neighbours:
             return LinkDecisions(links=[])
+        ids = {n.id for n in neighbours}
+
+        def known_ids(out: LinkDecisions) -> None:
+            unknown = sorted(({c.id for c in out.links} | {u.id for u in out.updates}) - ids)
+            if unknown and len(unknown) == len(out.links) + len(out.updates):
+                raise InvalidOutput(
+                    f"ids {', '.join(unknown[:3])} are not in the neighbour list; use only its ids"
+                )
+
+        # The neighbour ids as an enum: a server that enforces the schema (a grammar) then
+        # cannot let even a small model invent an id or write a placeholder.
+        schema = output_schema(LinkDecisions)
+        for field in ("links", "updates"):
+            item = schema["properties"][field]["items"]
+            item["properties"]["id"]["enum"] = sorted(ids)
         out = self.structured(
             "decide_links",
             prompts.DECIDE_LINKS,
             prompts.decide_links_user(memory_text, neighbours),
             LinkDecisions,
             budget,
+            check=known_ids,
+            schema=schema,
         )
-        ids = {n.id for n in neighbours}
         kept = out.restricted_to(ids)
         dropped = len(out.links) + len(out.updates) - len(kept.links) - len(kept.updates)
         if dropped:
             log.warning("decide_links: dropped %d decisions about unknown ids", dropped)
         return kept
+
+    def choose_action(
+        self, situation: str, valid_actions: Sequence[str], *, budget: CallBudget | None = None
+    ) -> ActionChoice:
+        """The next action of a text-game agent: one of ``valid_actions`` (constrained to the
+        list where the server takes a schema; a plain-text reply naming one is accepted too)."""
+        valid = list(dict.fromkeys(valid_actions)) or ["look around"]
+        schema = output_schema(ActionChoice)
+        schema["properties"]["action"]["enum"] = valid
+
+        def parse(text: str) -> dict[str, Any]:
+            try:
+                return parse_json_object(text)
+            except InvalidOutput:
+                return {"action": text.strip()}
+
+        def named(out: ActionChoice) -> None:
+            action = match_action(out.action, valid)
+            if action is None:
+                raise InvalidOutput(f"{out.action[:80]!r} is not one of the valid actions")
+            out.action = action
+
+        return self.structured(
+            "choose_action",
+            prompts.CHOOSE_ACTION,
+            prompts.choose_action_user(situation, valid),
+            ActionChoice,
+            budget,
+            check=named,
+            schema=schema,
+            parse=parse,
+        )
+
+    def check(self) -> tuple[list[str], float]:
+        """Ask the endpoint one small question the way every operation does (endpoint check).
+
+        Returns the keywords and the seconds it took; raises :class:`LLMError` with the cause
+        (and what to fix) when the endpoint cannot answer.
+        """
+        import time
+
+        started = time.perf_counter()
+        words = self.extract_keywords("Check the endpoint: put the red apple in the fridge.")
+        return words, time.perf_counter() - started
 
     # ---- the one path every operation takes ----------------------------------------------
 
@@ -260,56 +420,185 @@ class MemoryLLM:
         op: str,
         system: str,
         user: str,
-        schema: type[T],
+        model: type[T],
         budget: CallBudget | None = None,
+        *,
+        check: Callable[[T], None] | None = None,
+        schema: dict[str, Any] | None = None,
+        parse: Callable[[str], dict[str, Any]] = parse_json_object,
     ) -> T:
-        """Ask the model, parse and validate its JSON reply; retry; raise LLMError at the end."""
+        """Ask the model, parse and validate its JSON reply; retry; raise LLMError at the end.
+
+        ``model`` validates the shape; ``check`` the content; ``schema`` (default: the model's
+        JSON schema) is what the server is asked to follow.
+        """
         if budget is None:
             budget = CallBudget(self.max_calls)
+        if self._disabled is not None:
+            raise LLMError(f"{op} via {self.name}: not used: {self._disabled}")
+        wanted = schema if schema is not None else output_schema(model)
         messages: list[BaseMessage] = [SystemMessage(system), HumanMessage(user)]
         last_error = "no request was made"
-        for attempt in range(self.retries + 1):
+        first_error: str | None = None  # of this operation: kept in the final message
+        attempt = 0
+        while attempt <= self.retries:
+            mode, runnable = self._bound(op, wanted, retry=attempt > 0)
             if not budget.take():
-                last_error = f"LLM call budget of {budget.max_calls} per operation is spent"
+                last_error = f"the LLM call budget of {budget.max_calls} per operation is spent"
                 break
             try:
-                reply = self.chat_model.invoke(messages)
-            except Exception as e:  # any provider or transport error is one failed attempt
-                self.usage.record_call(0, 0)
+                result = runnable.invoke(messages)
+            except Exception as e:  # any provider or transport error is one failed request
+                failure = describe(e, base_url=self.base_url, model=self.name)
+                self.usage.record_call(*reported_usage(e))
                 self.usage.record_failure()
-                last_error = f"request failed: {type(e).__name__}: {self._redact(_short(e))}"
+                message = self._redact(failure.message)
+                if len(self._modes) > 1 and rejects_mode(failure.status, message):
+                    self._step_down(mode, message)
+                    budget.refund()  # at most three per client: the question was not asked
+                    continue
+                if failure.cut:
+                    self._failures_in_a_row = 0  # the server answered; the model rambled
+                    last_error = f"invalid output: {_CUT}"
+                    log.warning("%s attempt %d (%s): %s", op, attempt + 1, mode, last_error)
+                    self._remember(last_error)
+                    first_error = first_error or last_error
+                    partial = AIMessage(partial_reply(e)[:2000] or "…")
+                    messages = [*messages[:2], partial, HumanMessage(prompts.repair("", cut=True))]
+                    attempt += 1
+                    continue
+                last_error = f"request failed: {message}"
                 log.warning("%s attempt %d: %s", op, attempt + 1, last_error)
+                self._remember(last_error)
+                first_error = first_error or last_error
+                if failure.permanent:
+                    self._disable(last_error)
+                    break
+                if self._count_failure():
+                    break
+                attempt += 1
                 continue
-            prompt_tokens, completion_tokens = token_usage(reply)
-            self.usage.record_call(prompt_tokens, completion_tokens)
-            text = message_text(reply)
+            self._failures_in_a_row = 0
+            reply = raw_message(result)
+            self.usage.record_call(*token_usage(reply))
+            text = reply_text(reply)
             try:
-                return schema.model_validate(parse_json_object(text))
+                value = model.model_validate(parse(text))
+                check_content(value, system)
+                if check is not None:
+                    check(value)
+                return value
             except (InvalidOutput, ValidationError) as e:
                 self.usage.record_failure()
-                last_error = f"invalid output: {self._redact(_short(e))}"
+                cut = _finish_reason(reply) == "length"
+                why = self._redact(short(e))
+                last_error = f"invalid output: {why}" + (f" ({_CUT})" if cut else "")
                 log.warning(
-                    "%s attempt %d: %s; reply was %r",
+                    "%s attempt %d (%s): %s; reply was %r",
                     op,
                     attempt + 1,
+                    mode,
                     last_error,
                     self._redact(text[:200]),
                 )
+                self._remember(last_error)
+                first_error = first_error or last_error
                 # Tell the model what was wrong; a second chance with the error usually works.
                 messages = [
                     *messages[:2],
-                    reply,
-                    HumanMessage(
-                        f"That reply was not valid ({self._redact(_short(e, 200))}). "
-                        + prompts.JSON_ONLY
-                    ),
+                    AIMessage(text[:2000]),
+                    HumanMessage(prompts.repair(self._redact(short(e, 200)), cut)),
                 ]
+                attempt += 1
+        if first_error and first_error != last_error:
+            last_error += f"; first error: {first_error}"
         raise LLMError(f"{op} via {self.name}: {last_error}")
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _bound(
+        self, op: str, schema: dict[str, Any], *, retry: bool
+    ) -> tuple[OutputMode, Runnable[Any, Any]]:
+        """The request for the current mode, stepping down modes the chat model cannot bind."""
+        chat = self._retry_model if retry else self.chat_model
+        while True:
+            mode = self._modes[0]
+            try:
+                return mode, bind(chat, mode, op, schema)
+            except (NotImplementedError, ValueError, TypeError) as e:
+                if len(self._modes) == 1:
+                    raise LLMError(
+                        f"{op} via {self.name}: the chat model cannot do output mode {mode!r} "
+                        f"({short(e, 120)}); set GRAPHMEM_LLM_OUTPUT=prompt"
+                    ) from e
+                log.debug("%s cannot bind output mode %s: %s", self.name, mode, short(e, 120))
+                with self._lock:
+                    if self._modes[0] == mode:
+                        self._modes.pop(0)
+
+    def _step_down(self, mode: OutputMode, message: str) -> None:
+        with self._lock:
+            if self._modes and self._modes[0] == mode and len(self._modes) > 1:
+                self._modes.pop(0)
+        log.warning(
+            "%s refused output mode %s (%s); using %s", self.name, mode, message, self._modes[0]
+        )
+
+    def _remember(self, error: str) -> None:
+        with self._lock:
+            if self.first_error is None:
+                self.first_error = error
+
+    def _disable(self, reason: str) -> None:
+        with self._lock:
+            if self._disabled is None:
+                self._disabled = reason
+        log.error("LLM endpoint %s taken out of use for this run: %s", self.name, reason)
+
+    def _count_failure(self) -> bool:
+        """Count a failed request; True when too many in a row disable the endpoint."""
+        with self._lock:
+            self._failures_in_a_row += 1
+            tripped = self._failures_in_a_row >= self.max_failures_in_a_row
+        if tripped:
+            self._disable(
+                f"{self.max_failures_in_a_row} requests failed in a row; first error: "
+                f"{self.first_error}"
+            )
+        return tripped
 
     def _redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
+
+
+def match_action(text: str, valid_actions: Sequence[str]) -> str | None:
+    """The valid action ``text`` names: an exact line, else the longest action it contains."""
+    lines = [
+        re.sub(r"^[\s\-*>\d.]*", "", ln).strip().strip("`\"'.").lower() for ln in text.splitlines()
+    ]
+    lowered = {a.lower(): a for a in valid_actions}
+    for line in lines:
+        if line in lowered:
+            return lowered[line]
+    contained = [a for a in valid_actions if a.lower() in text.lower()]
+    return max(contained, key=len) if contained else None
+
+
+def _finish_reason(message: BaseMessage) -> str | None:
+    reason = (getattr(message, "response_metadata", None) or {}).get("finish_reason")
+    return reason if isinstance(reason, str) else None
+
+
+def _with_temperature(chat_model: BaseChatModel, temperature: float | None) -> BaseChatModel:
+    """A copy of ``chat_model`` at ``temperature`` for retries, when it runs at 0 and has one."""
+    if temperature is None or "temperature" not in type(chat_model).model_fields:
+        return chat_model
+    current = getattr(chat_model, "temperature", None)
+    if current is not None and current > 0:
+        return chat_model
+    return chat_model.model_copy(update={"temperature": temperature})
 
 
 def _model_name(chat_model: BaseChatModel) -> str:

@@ -1,6 +1,8 @@
 """Every LLM step of graphmem goes through :func:`with_fallback`: model first, rules on failure.
 
 - no model configured → the deterministic fallback answers (``created_by="fallback"``);
+- text copied verbatim (steps, a query key, caller-given fields) is ``"fallback"`` too: no model
+  wrote it (:func:`producer`);
 - the model answers with valid output → its answer (``created_by=<model name>``);
 - the model keeps failing (or the call budget is spent) → ``LLMError`` if the model was built
   with ``fallback=False``, else a warning is logged and the fallback answers.
@@ -43,8 +45,14 @@ class Produced(Generic[T]):
 
 
 def producer(llm: MemoryLLM | None) -> str:
-    """``created_by`` for memories an operation copies verbatim (no model output in them)."""
-    return llm.name if llm is not None else fallbacks.FALLBACK
+    """``created_by`` for memories an operation copies verbatim (no model output in them).
+
+    ``created_by`` names a model only where that model's output is in the memory, so a copy of
+    the caller's text is ``"fallback"`` whether or not a model is configured (and whether or
+    not it answered). ``llm`` is taken so that call sites read the same either way.
+    """
+    del llm
+    return fallbacks.FALLBACK
 
 
 def with_fallback(

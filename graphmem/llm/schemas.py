@@ -6,7 +6,7 @@ retried); list items are normalised after validation (trimmed, de-duplicated).
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -17,6 +17,10 @@ class LLMOutput(BaseModel):
     """Base of the output models: strict types, unknown keys ignored (models add chatter)."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
+
+
+MIN_TIP_WORDS = 3
+"""A tip shorter than this ("avoid", "do better") tells the next attempt nothing."""
 
 
 def _clean_lines(values: list[str]) -> list[str]:
@@ -104,8 +108,8 @@ class Reflection(LLMOutput):
     @classmethod
     def _tip(cls, v: str) -> str:
         v = " ".join(v.split())
-        if not v:
-            raise ValueError("must not be blank")
+        if len(v.split()) < MIN_TIP_WORDS:
+            raise ValueError(f"a tip is advice of at least {MIN_TIP_WORDS} words, not {v!r}")
         return v
 
     @field_validator("corrected_steps")
@@ -149,11 +153,29 @@ class NeighbourUpdate(LLMOutput):
         return None if v is None else clean_keywords(v)
 
 
+_D = TypeVar("_D", LinkChoice, NeighbourUpdate)
+
+
 class LinkDecisions(LLMOutput):
-    """Which neighbours to link to, and which neighbours to refresh."""
+    """Which neighbours to link to, and which neighbours to refresh.
+
+    One decision per neighbour: a second link or update naming the same id is dropped (the
+    first wins), so evolution never forks one note into two live versions.
+    """
 
     links: list[LinkChoice] = Field(description="Required, possibly empty.")
     updates: list[NeighbourUpdate] = Field(default_factory=list)
+
+    @field_validator("links", "updates")
+    @classmethod
+    def _one_per_id(cls, v: list[_D]) -> list[_D]:
+        seen: set[str] = set()
+        out = []
+        for decision in v:
+            if decision.id not in seen:
+                seen.add(decision.id)
+                out.append(decision)
+        return out
 
     def restricted_to(self, ids: set[str]) -> LinkDecisions:
         """Only decisions about the given neighbour ids (models sometimes invent ids)."""
@@ -161,3 +183,10 @@ class LinkDecisions(LLMOutput):
             links=[c for c in self.links if c.id in ids],
             updates=[u for u in self.updates if u.id in ids],
         )
+
+
+class ActionChoice(LLMOutput):
+    """A text-game agent's next action (one of the valid actions) and why."""
+
+    action: str = Field(min_length=1, description="Exactly one of the valid actions.")
+    thought: str = Field(default="", description="Why, in a few words.")

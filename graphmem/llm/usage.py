@@ -28,6 +28,18 @@ class UsageSnapshot(BaseModel):
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    def summary(self) -> str:
+        """One line for the end of a run.
+
+        >>> UsageSnapshot(calls=3, prompt_tokens=1200, completion_tokens=80, failures=1).summary()
+        '3 requests (1 failed), 1,200 prompt + 80 completion tokens, 0 fallbacks'
+        """
+        failed = f" ({self.failures} failed)" if self.failures else ""
+        return (
+            f"{self.calls:,} requests{failed}, {self.prompt_tokens:,} prompt + "
+            f"{self.completion_tokens:,} completion tokens, {self.fallbacks:,} fallbacks"
+        )
+
 
 class LLMUsage:
     """Thread-safe running totals of LLM calls and tokens."""
@@ -103,6 +115,12 @@ class CallBudget:
                 return False
             self._used += 1
             return True
+
+    def refund(self) -> None:
+        """Give back one call: a request the server refused before generating anything
+        (an output mode it does not take) is counted in usage, not against the operation."""
+        with self._lock:
+            self._used = max(0, self._used - 1)
 
     @property
     def used(self) -> int:

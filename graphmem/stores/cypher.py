@@ -57,9 +57,39 @@ RETURN g.dimension AS dimension
 """
 
 VECTOR_INDEX_INFO: Final = """
-SHOW VECTOR INDEXES YIELD name, state, options
+SHOW VECTOR INDEXES YIELD name, state, options, properties
 WHERE name = $name
-RETURN state, options
+RETURN state, options, properties
+"""
+
+HTTP_SETTINGS: Final = """
+SHOW SETTINGS YIELD name, value
+WHERE name IN $names
+RETURN name, value
+"""
+
+SERVER_VERSION: Final = """
+CALL dbms.components() YIELD name, versions
+RETURN name, versions
+"""
+
+FILTER_PROPERTIES: Final = ("namespace", "kind", "obsolete")
+"""Properties the vector index carries for in-index filtering (Neo4j 2026.01+)."""
+
+# Neo4j 2026.01+: the vector index also holds namespace, kind and the obsolete flag, so recall
+# filters inside the index (SEARCH ... WHERE) and asks for exactly k. The rest of the schema
+# (002_indexes.cypher) creates the plain index on older servers; with this one in place its
+# IF NOT EXISTS makes it a no-op.
+VECTOR_INDEX_FILTERED: Final = """
+CYPHER 25
+CREATE VECTOR INDEX memory_embedding IF NOT EXISTS
+FOR (m:Memory) ON m.embedding
+WITH [m.namespace, m.kind, m.obsolete]
+OPTIONS {indexConfig: {
+  `vector.dimensions`: $dimension,
+  `vector.similarity_function`: 'cosine',
+  `vector.quantization.enabled`: false
+}}
 """
 
 AWAIT_INDEXES: Final = "CALL db.awaitIndexes($seconds)"
@@ -262,6 +292,20 @@ WITH count(*) AS raw,
                    AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
               THEN properties(node) END) AS kept
 RETURN raw, kept
+"""
+
+# In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
+# itself keeps only this namespace's live memories of these kinds, so k candidates are k answers.
+RECALL_SEARCH: Final = """
+CYPHER 25
+MATCH (m:Memory)
+  SEARCH m IN (
+    VECTOR INDEX memory_embedding
+    FOR $vector
+    WHERE m.namespace = $namespace AND m.kind IN $kind_list AND m.obsolete IN $obsolete
+    LIMIT $candidates
+  )
+RETURN properties(m) AS props
 """
 
 # Exact cosine over the namespace alone, for when the index is missing or cannot fill k.

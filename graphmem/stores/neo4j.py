@@ -66,6 +66,7 @@ from graphmem.stores.base import (
     recorded_q_after,
     upsert_batch,
 )
+from graphmem.stores.neo4j_recall import IndexMode
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ class Neo4jStore(MemoryStore):
         self._owns_driver = False
         self._closed = False
         self._dimension: int | None = None
-        self._index_ready = False
+        self._index_ready: IndexMode | None = None
         self._constraints_ok = False
 
     @classmethod
@@ -139,7 +140,7 @@ class Neo4jStore(MemoryStore):
         from graphmem.schema import setup
 
         setup(self._driver, dimension, database=self._database)
-        self._index_ready = False
+        self._index_ready = None
         self._constraints_ok = True
 
     def ensure_constraints(self) -> None:
@@ -516,7 +517,7 @@ class Neo4jStore(MemoryStore):
         query = check_vector(vector, dimension)
         if k == 0 or dimension is None or kind_values == []:
             return []
-        use_index = self._vector_index_ready(dimension)
+        mode = self._index_mode(dimension)
         params: dict[str, Any] = {
             "namespace": namespace,
             "kinds": kind_values,
@@ -525,7 +526,7 @@ class Neo4jStore(MemoryStore):
         }
 
         def work(tx: neo4j.ManagedTransaction) -> list[dict[str, Any]]:
-            return recall.candidates(tx, params, k, dimension, use_index=use_index)
+            return recall.candidates(tx, params, k, dimension, mode=mode)
 
         return recall.rank(self._read(work, "recall"), query, k, min_sim)
 
@@ -602,10 +603,11 @@ class Neo4jStore(MemoryStore):
 
     # ---- helpers --------------------------------------------------------------------------
 
-    def _vector_index_ready(self, dimension: int) -> bool:
-        """True when the schema's vector index exists, is online and has our dimension."""
-        if self._index_ready:
-            return True
+    def _index_mode(self, dimension: int) -> IndexMode:
+        """How recall uses the vector index: "search" (in-index filtering, Neo4j 2026.01+ with
+        the filtered index), "procedure" (index, then filter), or "exact" (no usable index)."""
+        if self._index_ready is not None:
+            return self._index_ready
 
         info = self._read(recall.index_state, "index lookup")
         if info is None or info[0] != "ONLINE" or info[1] != dimension:
@@ -615,9 +617,12 @@ class Neo4jStore(MemoryStore):
                 cypher.VECTOR_INDEX,
                 dimension,
             )
-            return False
-        self._index_ready = True
-        return True
+            return "exact"
+        mode: IndexMode = "procedure"
+        if info[2] and self._read(recall.supports_search, "server version"):
+            mode = "search"
+        self._index_ready = mode
+        return mode
 
 
 # ---- module helpers ------------------------------------------------------------------------

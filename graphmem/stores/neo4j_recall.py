@@ -1,5 +1,9 @@
 """Vector recall on Neo4j: the shared vector index first, an exact scan when it cannot answer.
 
+On Neo4j 2026.01 and later, with the index created to carry namespace, kind and the obsolete
+flag (``graphmem schema apply`` does so there), recall filters inside the index (``SEARCH …
+WHERE``) and asks it for exactly k: no over-fetching. Older servers use the path below.
+
 The vector index holds every namespace, so a namespace's memories can be crowded out of its
 top results by other namespaces (or by other kinds, or obsolete memories). Recall therefore asks
 the index for more candidates than k (at least ``max(4k, MIN_CANDIDATES)``) and filters what it
@@ -14,27 +18,57 @@ rescales to [0, 1]).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import neo4j
 import numpy as np
 
+from graphmem.models import MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
 from graphmem.stores.neo4j_rows import to_memory
+
+ALL_KINDS = [kind.value for kind in MemoryKind]
 
 MIN_CANDIDATES = 32
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 
 
-def index_state(tx: neo4j.ManagedTransaction) -> tuple[str, int | None] | None:
-    """The vector index's state and dimension, or None if it does not exist."""
+IndexMode = Literal["search", "procedure", "exact"]
+"""How recall reaches candidates: in-index filtered SEARCH (2026.01+), the vector-index procedure
+with post-filtering, or an exact scan of the namespace."""
+
+
+def index_state(tx: neo4j.ManagedTransaction) -> tuple[str, int | None, bool] | None:
+    """The vector index's state, dimension and whether it carries the filter properties, or None
+    if it does not exist."""
     record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
     if record is None:
         return None
     dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
-    return str(record["state"]), None if dims is None else int(dims)
+    carried = set(record["properties"] or ())
+    filtered = carried.issuperset(cypher.FILTER_PROPERTIES)
+    return str(record["state"]), None if dims is None else int(dims), filtered
+
+
+def supports_search(tx: neo4j.ManagedTransaction) -> bool:
+    """True on servers with in-index filtered vector search (Neo4j 2026.01 and later)."""
+    kernel: list[str] = []
+    languages: list[str] = []
+    for record in tx.run(cypher.SERVER_VERSION):
+        if record["name"] == "Neo4j Kernel":
+            kernel = list(record["versions"] or [])
+        elif record["name"] == "Cypher":
+            languages = list(record["versions"] or [])
+    if not kernel or "25" not in languages:
+        return False
+    parts = kernel[0].split(".")
+    try:
+        year, month = int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return False
+    return (year, month) >= (2026, 1)
 
 
 def candidates(
@@ -43,13 +77,29 @@ def candidates(
     k: int,
     dimension: int,
     *,
-    use_index: bool,
+    mode: IndexMode,
 ) -> list[dict[str, Any]]:
     """Property maps of at least k candidates when the namespace has them (see module doc).
 
     ``params`` holds namespace, kinds, include_obsolete and the query vector.
     """
-    if use_index:
+    if mode == "search":
+        kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
+        obsolete = [False, True] if params["include_obsolete"] else [False]
+        result = tx.run(
+            cypher.RECALL_SEARCH,
+            vector=params["vector"],
+            namespace=params["namespace"],
+            kind_list=kinds,
+            obsolete=obsolete,
+            candidates=k,
+        )
+        found = [r["props"] for r in result]
+        if len(found) >= k:
+            return found
+        # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
+        # memories lack the flag the filter reads): the exact scan settles it.
+    elif mode == "procedure":
         count = max(4 * k, MIN_CANDIDATES)
         while True:
             record = tx.run(

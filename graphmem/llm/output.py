@@ -1,0 +1,137 @@
+"""How a reply is constrained to an operation's schema: the output modes and their requests.
+
+Servers differ in what they can enforce, so graphmem asks in the strongest form the server
+takes and validates the answer itself whatever the mode:
+
+- ``json_schema``: ``response_format={"type": "json_schema", ...}`` with the operation's schema
+  (OpenAI structured outputs; llama.cpp, vLLM and others turn it into a grammar, so even a small
+  model cannot write anything but a matching object);
+- ``tool``: the schema as the one tool the model must call (tool-calling servers);
+- ``json``: ``response_format={"type": "json_object", "schema": ...}`` (llama-cpp-python's
+  server enforces the schema this way; elsewhere JSON, not necessarily the right shape);
+- ``prompt``: nothing but the instructions; the object is parsed out of free text.
+
+``auto`` starts at ``json_schema`` and steps down when the chat model cannot bind a mode or the
+server rejects it (see :func:`rejects_mode`). Requests go through LangChain's
+``with_structured_output(..., include_raw=True)``; only the raw message is used, so usage
+metadata and our own validation stay in one place.
+
+>>> output_schema(__import__("graphmem.llm.schemas", fromlist=["x"]).TaskKeywords)["required"]
+['keywords']
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Literal, cast
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.runnables import Runnable
+from pydantic import BaseModel
+
+OutputMode = Literal["json_schema", "tool", "json", "prompt"]
+OUTPUT_MODES: tuple[OutputMode, ...] = ("json_schema", "tool", "json", "prompt")
+"""Strongest first: ``auto`` tries them in this order."""
+OUTPUT_CHOICES = (*OUTPUT_MODES, "auto")
+
+_METHOD = {"json_schema": "json_schema", "tool": "function_calling", "json": "json_mode"}
+_REJECTION_WORDS = (
+    "response_format",
+    "json_schema",
+    "json schema",
+    "tool",
+    "function",
+    "grammar",
+    "not supported",
+    "unsupported",
+)
+
+
+def check_mode(mode: str) -> str:
+    """``mode`` if it is an output mode or ``auto``, else a ValueError naming the choices."""
+    if mode not in OUTPUT_CHOICES:
+        raise ValueError(
+            f"unknown LLM output mode {mode!r}; choose one of {', '.join(OUTPUT_CHOICES)}"
+        )
+    return mode
+
+
+def output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON schema of an output model, ``$ref``s inlined (small grammars handle it best)."""
+    schema = model.model_json_schema()
+    defs = schema.pop("$defs", {})
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                return inline(copy.deepcopy(defs[ref.split("/")[-1]]))
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return cast(dict[str, Any], inline(schema))
+
+
+def bind(
+    chat_model: BaseChatModel, mode: OutputMode, op: str, schema: dict[str, Any]
+) -> Runnable[Any, Any]:
+    """A runnable that sends the messages with ``mode``'s constraint; raises when the chat model
+    cannot do that mode (NotImplementedError, ValueError, TypeError)."""
+    if mode == "prompt":
+        return chat_model
+    if mode == "json":
+        # JSON mode with the schema beside it: llama-cpp-python's server turns
+        # {"type": "json_object", "schema": ...} into a grammar (it refuses "json_schema"),
+        # other servers take it as plain JSON mode.
+        return chat_model.bind(response_format={"type": "json_object", "schema": schema})
+    if mode == "tool":
+        tool = {"name": op, "description": f"graphmem {op} output", "parameters": schema}
+        return chat_model.with_structured_output(tool, method="function_calling", include_raw=True)
+    return chat_model.with_structured_output(
+        {"name": op, "schema": schema}, method=_METHOD[mode], include_raw=True
+    )
+
+
+def raw_message(result: Any) -> BaseMessage:
+    """The chat reply inside what a bound runnable returned."""
+    if isinstance(result, dict) and isinstance(result.get("raw"), BaseMessage):
+        return cast(BaseMessage, result["raw"])
+    if isinstance(result, BaseMessage):
+        return result
+    raise TypeError(f"unexpected reply of type {type(result).__name__}")
+
+
+def reply_text(message: BaseMessage) -> str:
+    """The reply's JSON text: the forced tool call's arguments, else the message text."""
+    if isinstance(message, AIMessage) and message.tool_calls:
+        return json.dumps(message.tool_calls[0].get("args", {}))
+    if isinstance(message, AIMessage) and message.invalid_tool_calls:
+        return str(message.invalid_tool_calls[0].get("args") or "")
+    content = message.content
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in content:
+        if isinstance(block, str):
+            parts.append(block)
+        elif isinstance(block, dict) and block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+    return "".join(parts)
+
+
+def rejects_mode(status: int | None, message: str) -> bool:
+    """Whether an HTTP error says the server does not take the output constraint we sent.
+
+    Usually a 400/422/501; llama-cpp-python's server answers a ``response_format`` it cannot
+    parse with a 500 whose text names ``response_format``, so that counts too.
+    """
+    lower = message.lower()
+    if status == 500:
+        return "response_format" in lower
+    if status not in (400, 422, 501):
+        return False
+    return any(word in lower for word in _REJECTION_WORDS)

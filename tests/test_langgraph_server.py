@@ -1,0 +1,213 @@
+"""The shipped ``langgraph.json`` under the real ``langgraph dev`` server, driven over HTTP.
+
+One server (module scope) runs on loopback with no extra flags (so its blockbuster refuses any
+blocking call on the event loop), over an embedded store in a temp directory; each graph is run
+through the server's HTTP API with the LangGraph SDK client, as Studio and remote agents do.
+The agent graph starts a TextWorldExpress JVM (marker ``java``; skipped without Java 17).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from graphmem.stores.embedded import EmbeddedStore
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parent.parent
+GRAPHS = ("graphmem_retrieve", "graphmem_build", "graphmem_update", "graphmem_evolve")
+START_TIMEOUT_S = 90.0
+TRAJECTORY = {
+    "task": "make tea in the kitchen",
+    "reward": 1.0,
+    "success": True,
+    "steps": [
+        {"action": "fill kettle", "observation": "The kettle is full."},
+        {"action": "boil water", "observation": "The water boils."},
+        {"action": "pour water on tea bag", "observation": "Tea is ready."},
+    ],
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    def __init__(self, url: str, store: Path, log: Path) -> None:
+        self.url = url
+        self.store = store
+        self.log = log
+        self.client: SyncLangGraphClient = get_sync_client(url=url)
+
+    def run(self, graph: str, payload: dict[str, Any], **context: Any) -> dict[str, Any]:
+        out = self.client.runs.wait(
+            None, graph, input=payload, context=context or None, raise_error=False
+        )
+        assert isinstance(out, dict)
+        return out
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``langgraph dev`` serving the shipped langgraph.json (copied verbatim into a scratch
+    directory beside a link to ``flows/``, so the server's ``.langgraph_api/`` lands there)."""
+    work = tmp_path_factory.mktemp("langgraph-dev")
+    shutil.copy(ROOT / "langgraph.json", work / "langgraph.json")
+    (work / "flows").symlink_to(ROOT / "flows", target_is_directory=True)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "LANGSMITH_"))}
+    env |= {
+        "GRAPHMEM_STORE": str(work / "store"),
+        "GRAPHMEM_EMBEDDER": "hashing",
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+    }
+    log = work / "server.log"
+    cmd = [sys.executable, "-m", "langgraph_cli", "dev", "--no-browser", "--no-reload"]
+    cmd += ["--host", "127.0.0.1", "--port", str(port)]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"langgraph dev exited ({proc.returncode}):\n{_tail(log)}")
+            try:
+                if httpx.get(f"{url}/ok", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"langgraph dev did not start in {START_TIMEOUT_S:.0f}s:\n{_tail(log)}")
+            time.sleep(0.5)
+        yield Server(url, work / "store", log)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _assistant(server: Server, graph: str) -> str:
+    found = server.client.assistants.search(graph_id=graph)
+    assert found, graph
+    return str(found[0]["assistant_id"])
+
+
+def test_every_graph_declares_its_schemas(server: Server) -> None:
+    """Studio builds its input and context forms from /assistants/{id}/schemas."""
+    for graph in (*GRAPHS, "graphmem_agent"):
+        schemas = server.client.assistants.get_schemas(_assistant(server, graph))
+        for part in ("input_schema", "output_schema", "state_schema", "context_schema"):
+            assert schemas[part] is not None, (graph, part)
+        context = schemas["context_schema"]["properties"]
+        assert context["namespace"]["default"] == "default", graph
+    retrieve = server.client.assistants.get_schemas(_assistant(server, "graphmem_retrieve"))
+    assert retrieve["input_schema"]["required"] == ["query"]
+    assert set(retrieve["output_schema"]["properties"]) == {"hits", "prompt", "episode_id"}
+    agent = server.client.assistants.get_schemas(_assistant(server, "graphmem_agent"))
+    assert agent["input_schema"]["required"] == ["seed"]
+    assert {"env", "game", "policy"} <= set(agent["context_schema"]["properties"])
+
+
+def test_memory_flows_over_http(server: Server) -> None:
+    """build → retrieve (an episode) → update (credits it) → evolve, in one namespace."""
+    ns = "http-flows"
+    built = server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)
+    assert "__error__" not in built, built
+    [procedure_id] = built["new_memory_ids"]
+
+    found = server.run("graphmem_retrieve", {"query": "make tea"}, namespace=ns)
+    assert set(found) == {"hits", "prompt", "episode_id"}
+    assert [h["memory_id"] for h in found["hits"]] == [procedure_id]
+    hit = found["hits"][0]
+    assert {"sim", "q", "z_sim", "z_q", "score"} <= set(hit) and hit["sim"] > 0.5
+    assert "fill kettle" in found["prompt"] and found["episode_id"]
+
+    updated = server.run(
+        "graphmem_update",
+        {"episode_id": found["episode_id"], "reward": 1.0, "success": True},
+        namespace=ns,
+    )
+    assert updated["q_updates"] == {procedure_id: pytest.approx(0.55)}
+
+    again = server.run(
+        "graphmem_build", {"trajectory": {**TRAJECTORY, "task": "brew tea"}}, namespace=ns
+    )
+    evolved = server.run(
+        "graphmem_evolve", {"new_memory_ids": again["new_memory_ids"]}, namespace=ns
+    )
+    assert [e["memory_id"] for e in evolved["evolution"]] == again["new_memory_ids"]
+
+    # Another namespace sees none of it; no context at all means the "default" namespace.
+    assert (
+        server.run("graphmem_retrieve", {"query": "make tea"}, namespace="elsewhere")["hits"] == []
+    )
+    assert server.run("graphmem_retrieve", {"query": "make tea"})["hits"] == []
+
+
+def test_an_invalid_namespace_fails_the_run_clearly(server: Server) -> None:
+    out = server.run("graphmem_retrieve", {"query": "tea"}, namespace="no spaces allowed")
+    assert out["__error__"]["error"] == "InvalidNamespace"
+    assert "invalid namespace" in out["__error__"]["message"]
+
+
+def test_no_blocking_call_reached_the_event_loop(server: Server) -> None:
+    server.run("graphmem_retrieve", {"query": "anything"}, namespace="blocking-probe")
+    assert "BlockingError" not in server.log.read_text(errors="replace")
+
+
+@pytest.mark.java
+def test_agent_plays_a_game_over_http(server: Server) -> None:
+    """The context names the environment and the policy; memory learned is kept in the store."""
+    pytest.importorskip("textworld_express")
+    from graphmem.envs import has_java17
+
+    if not has_java17():
+        pytest.skip("Java 17 is not installed")
+    context = {"namespace": "http-agent", "env": "textworld", "game": "twc", "policy": "explorer"}
+    out = server.run("graphmem_agent", {"seed": 0}, **context)
+    assert "__error__" not in out, out
+    assert out["task"].startswith("twc ") and out["steps"] and out["episode_id"]
+    assert out["steps"][0]["action"] and out["new_memory_ids"]
+    assert 0.0 < out["score"] <= 1.0
+
+    baseline = server.run("graphmem_agent", {"seed": 0}, **context, use_memory=False)
+    assert baseline["steps"] and not baseline.get("new_memory_ids") and not baseline.get("hits")
+
+
+def test_served_memory_is_the_configured_store(server: Server) -> None:
+    """What the runs wrote is in GRAPHMEM_STORE (read here once the server wrote it)."""
+    server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace="store-check")
+    store = EmbeddedStore.open(server.store)
+    try:
+        assert "store-check" in store.namespaces()
+    finally:
+        store.close()
