@@ -234,7 +234,8 @@ def build(
 def add_note(mem: GraphMemory, namespace: str, content: str, **fields: Any) -> Note:
     """Store a note; keywords, tags, context and category not given are extracted.
 
-    A note whose content (normalised) is already in the namespace is returned as it is.
+    A note whose content (normalised) is already in the namespace is returned as it is, except
+    that a demoted one is restored first: learning a retired fact again revives it.
     """
     check_namespace(namespace)
     if not isinstance(content, str):
@@ -251,7 +252,7 @@ def add_note(mem: GraphMemory, namespace: str, content: str, **fields: Any) -> N
     Note(namespace=namespace, content=content, content_hash=digest, **fields)  # validate first
     existing = mem.store.find_by_hash(namespace, MemoryKind.NOTE, digest)
     if isinstance(existing, Note):
-        return existing
+        return _relearned(mem, namespace, existing)
 
     values = dict(fields)
     missing = [f for f in _NOTE_EXTRACTED if f not in values]
@@ -268,6 +269,21 @@ def add_note(mem: GraphMemory, namespace: str, content: str, **fields: Any) -> N
     note.embedding = mem.embed(note.embed_text())
     mem.store.upsert([note])
     return note
+
+
+def _relearned(mem: GraphMemory, namespace: str, note: Note) -> Note:
+    """A note learned again: a demoted one is restored (learning a fact again is evidence it
+    holds); a superseded one stays as it is, since a newer version replaced it."""
+    if not note.obsolete or mem.store.superseded(namespace, [note.id]):
+        return note
+    from graphmem.obsolescence import SUPERSEDED_BY, restore_in
+
+    if (note.obsolete_reason or "").startswith(SUPERSEDED_BY):
+        return note
+    log.info("note %s in ns=%s was learned again: restored from demotion", note.id, namespace)
+    restored = restore_in(mem.store, namespace, note.id)
+    assert isinstance(restored, Note)
+    return restored
 
 
 def procedure_chain(

@@ -322,6 +322,23 @@ def test_demote_scans_the_namespace_and_respects_the_thresholds(
     assert not mem.get(namespace, young.id).obsolete and not mem.get(namespace, high.id).obsolete
 
 
+def test_learning_a_demoted_note_again_restores_it_but_not_a_superseded_one(
+    mem: GraphMemory, namespace: str
+) -> None:
+    fact = "The lamp in the study takes an E14 bulb."
+    note = mem.add_note(namespace, fact)
+    mem.store.patch(namespace, note.id, {"obsolete": True, "obsolete_reason": "low utility"})
+    again = mem.add_note(namespace, f"  {fact}  ")  # the same content, learned again
+    assert again.id == note.id and not again.obsolete and again.obsolete_reason is None
+    hits = mem.retrieve(namespace, "which bulb for the study lamp?", kinds=(MemoryKind.NOTE,))
+    assert [h.memory.id for h in hits.hits] == [note.id]
+
+    newer = mem.add_note(namespace, "The study lamp now takes an E27 bulb.")
+    supersede(mem, namespace, newer.id, note.id)
+    old = mem.add_note(namespace, fact)  # replaced by a newer version: stays retired
+    assert old.id == note.id and old.obsolete
+
+
 def test_supersede_checks_its_input(mem: GraphMemory, namespace: str) -> None:
     note = mem.add_note(namespace, "Bins go out on Tuesday.")
     built = mem.update(namespace, GOOD_APPLE, strategy="vanilla").built
