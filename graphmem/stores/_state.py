@@ -156,6 +156,14 @@ class GraphState:
     def __init__(self) -> None:
         self.dimension: int | None = None
         self.spaces: dict[str, _Space] = {}
+        self.ann_threshold: int | None = None  # exact unless the store opts in
+
+    def set_ann_threshold(self, threshold: int | None) -> None:
+        """Rows per namespace from which searches use the approximate index (None: never)."""
+        self.ann_threshold = threshold
+        for space in self.spaces.values():
+            if space.vectors is not None:
+                space.vectors.ann_threshold = threshold
 
     # ---- applying changes ---------------------------------------------------------------
 
@@ -197,7 +205,7 @@ class GraphState:
         if self.dimension is None:
             raise StoreError("a vector was stored before the store's dimension was fixed")
         if space.vectors is None:
-            space.vectors = VectorIndex(self.dimension)
+            space.vectors = VectorIndex(self.dimension, ann_threshold=self.ann_threshold)
         space.vectors.put(memory.id, vector, memory.kind, memory.obsolete)
 
     def _remove(self, namespace: str, memory_id: str) -> None:

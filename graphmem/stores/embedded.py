@@ -23,6 +23,13 @@ unlocks last. Writes are therefore serialised across processes and each sees eve
 it, so :meth:`update_utility` reads the current q under the exclusive lock and no update is lost.
 A lock wait longer than ``lock_timeout`` raises :class:`StoreLocked`. Within a process a
 ``threading.RLock`` serialises threads. Callers always get private copies of the models.
+
+Search. Recall scans a namespace's vectors exactly. Opt in with ``ann_threshold`` (e.g.
+``DEFAULT_ANN_THRESHOLD``, 20,000): a namespace of that many embeddings or more (with the
+optional ``usearch`` package, the ``ann`` extra) is searched through an in-memory approximate
+index instead, whose candidates are filtered and re-scored exactly (see ``_vectors``). The index
+is built on the first such search (about 40 s at 100k on two cores), which is why it is opt-in.
+The default ``None`` keeps every search exact.
 """
 
 from __future__ import annotations
@@ -98,9 +105,20 @@ class EmbeddedStore(MemoryStore):
         *,
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
+        ann_threshold: int | None = None,
     ) -> None:
+        if ann_threshold is not None and (
+            isinstance(ann_threshold, bool)
+            or not isinstance(ann_threshold, int)
+            or ann_threshold < 1
+        ):
+            raise InvalidInput(
+                f"ann_threshold must be a positive integer or None, got {ann_threshold!r}"
+            )
         self._mutex = threading.RLock()
+        self._ann_threshold = ann_threshold
         self._state = GraphState()
+        self._state.set_ann_threshold(ann_threshold)
         self._compact_bytes = compact_bytes
         self._closed = False
         self.path = None if path is None else Path(path)
@@ -130,9 +148,15 @@ class EmbeddedStore(MemoryStore):
         *,
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
+        ann_threshold: int | None = None,
     ) -> EmbeddedStore:
         """Open (creating if needed) the store in directory ``path``."""
-        return cls(path, lock_timeout=lock_timeout, compact_bytes=compact_bytes)
+        return cls(
+            path,
+            lock_timeout=lock_timeout,
+            compact_bytes=compact_bytes,
+            ann_threshold=ann_threshold,
+        )
 
     def __repr__(self) -> str:
         where = "in memory" if self.path is None else str(self.path)
@@ -212,6 +236,7 @@ class EmbeddedStore(MemoryStore):
         journal.open_wal(generation)
         try:
             self._state = load_snapshot_state(journal, generation)
+            self._state.set_ann_threshold(self._ann_threshold)
         except BaseException:
             journal.generation = -1  # load again on the next call, never go on from a stale state
             raise

@@ -1,0 +1,227 @@
+"""The embedded store's approximate index: above ``ann_threshold`` recall goes through usearch
+candidates re-scored exactly, and must agree with the exact scan; filters, deletes and updates
+hold on that path; below the threshold, and without the library, every search is exact."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from graphmem.models import Note, Task
+from graphmem.stores import _ann
+from graphmem.stores.embedded import EmbeddedStore
+
+pytest.importorskip("usearch")
+
+DIM = 32
+NS = "ann"
+
+
+def clustered(n: int, seed: int = 0) -> np.ndarray:
+    """Unit vectors around n/20 centres: a corpus with neighbourhoods, like real embeddings."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((max(1, n // 20), DIM))
+    points = centres[rng.integers(0, len(centres), n)] + 0.3 * rng.standard_normal((n, DIM))
+    return (points / np.linalg.norm(points, axis=1, keepdims=True)).astype(np.float32)
+
+
+def fill(store: EmbeddedStore, vectors: np.ndarray, *, namespace: str = NS, start: int = 0) -> None:
+    """Notes ``m<start>``…, every fifth a Task and every seventh obsolete."""
+    memories: list[Note | Task] = []
+    for i, v in enumerate(vectors, start):
+        emb = [float(x) for x in v]
+        if i % 5 == 0:
+            memories.append(
+                Task(id=f"m{i}", namespace=namespace, text=f"t{i}", key=f"t{i}", embedding=emb)
+            )
+        else:
+            memories.append(
+                Note(
+                    id=f"m{i}",
+                    namespace=namespace,
+                    content=f"n{i}",
+                    embedding=emb,
+                    obsolete=i % 7 == 0,
+                )
+            )
+    store.upsert(memories)
+
+
+class Spy:
+    """Counts the approximate index's searches (to tell which path answered)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        original = _ann.AnnGraph.candidates
+
+        def counted(graph: _ann.AnnGraph, query: np.ndarray, count: int) -> np.ndarray:
+            self.calls += 1
+            return original(graph, query, count)
+
+        monkeypatch.setattr(_ann.AnnGraph, "candidates", counted)
+
+
+def hits(store: EmbeddedStore, query: np.ndarray, k: int, **kw: object) -> list[tuple[str, float]]:
+    return [(r.memory.id, r.sim) for r in store.recall(NS, [float(x) for x in query], k, **kw)]  # type: ignore[arg-type]
+
+
+def same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
+    """The same ranking; re-scoring a few rows may round the last bit differently from the full
+    scan, so two hits whose similarities tie to 1e-6 may swap places (nothing else may)."""
+    assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-6)
+    sims = dict(a) | dict(b)
+    for (x, _), (y, _) in zip(a, b, strict=True):
+        assert x == y or abs(sims[x] - sims[y]) <= 1e-6, (a, b)
+
+
+@pytest.fixture
+def pair() -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
+    vectors = clustered(600)
+    approx = EmbeddedStore(None, ann_threshold=100)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(approx, vectors)
+    fill(exact, vectors)
+    return approx, exact, clustered(30, seed=1)
+
+
+def test_ann_path_agrees_with_exact_search(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    approx, exact, queries = pair
+    spy = Spy(monkeypatch)
+    for q in queries:
+        same(hits(approx, q, 5), hits(exact, q, 5))
+        same(hits(approx, q, 10, min_sim=0.5), hits(exact, q, 10, min_sim=0.5))
+    assert spy.calls == 2 * len(queries)  # every one of them answered by the approximate path
+
+
+def test_filters_hold_on_the_ann_path(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    approx, exact, queries = pair
+    spy = Spy(monkeypatch)
+    for q in queries[:10]:
+        tasks = hits(approx, q, 5, kinds=["Task"])
+        same(tasks, hits(exact, q, 5, kinds=["Task"]))
+        assert all(int(i[1:]) % 5 == 0 for i, _ in tasks)
+        plain = hits(approx, q, 8)
+        assert not any(int(i[1:]) % 7 == 0 and int(i[1:]) % 5 for i, _ in plain)
+        same(hits(approx, q, 8, include_obsolete=True), hits(exact, q, 8, include_obsolete=True))
+    assert spy.calls >= 20
+    # Another namespace is searched on its own, and is below the threshold: exact.
+    fill(approx, clustered(50, seed=2), namespace="other")
+    calls = spy.calls
+    found = approx.recall("other", [float(x) for x in queries[0]], 5)
+    assert spy.calls == calls and all(r.memory.namespace == "other" for r in found)
+    assert len(found) == 5
+
+
+def test_narrow_filter_falls_back_to_exact(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind the ANN candidates hardly hold: fewer than k survive, so the exact scan answers."""
+    vectors = clustered(400)
+    store = EmbeddedStore(None, ann_threshold=100)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    for s in (store, exact):
+        s.upsert(
+            [
+                Note(id=f"m{i}", namespace=NS, content=f"n{i}", embedding=[float(x) for x in v])
+                for i, v in enumerate(vectors)
+            ]
+            + [
+                Task(id=f"t{i}", namespace=NS, text="t", key="t", embedding=[float(x) for x in v])
+                for i, v in enumerate(clustered(3, seed=9))
+            ]
+        )
+    q = clustered(1, seed=3)[0]
+    got = hits(store, q, 5, kinds=["Task"])
+    assert sorted(i for i, _ in got) == ["t0", "t1", "t2"]
+    same(got, hits(exact, q, 5, kinds=["Task"]))
+
+
+def test_deletes_and_updates_are_reflected(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    approx, exact, queries = pair
+    spy = Spy(monkeypatch)
+    q = queries[0]
+    top = hits(approx, q, 3)
+    for s in (approx, exact):
+        s.delete(NS, [top[0][0]])
+    after = hits(approx, q, 3)
+    assert top[0][0] not in [i for i, _ in after]
+    same(after, hits(exact, q, 3))
+    # Move a far memory onto the query: it must come first, with its exact similarity.
+    far = next(i for i, _ in hits(approx, -q, 5) if int(i[1:]) % 5)  # a Note
+    for s in (approx, exact):
+        s.upsert([Note(id=far, namespace=NS, content="moved", embedding=[float(x) for x in q])])
+    moved = hits(approx, q, 3)
+    assert moved[0][0] == far and moved[0][1] == pytest.approx(1.0, abs=1e-6)
+    same(moved, hits(exact, q, 3))
+    # Marking it obsolete hides it at once.
+    for s in (approx, exact):
+        s.patch(NS, far, {"obsolete": True})
+    hidden = hits(approx, q, 3)
+    assert far not in [i for i, _ in hidden]
+    same(hidden, hits(exact, q, 3))
+    # Many removals (a freed row reused, tombstones piling up): still in step with exact.
+    doomed = [f"m{i}" for i in range(1, 600, 2)]
+    for s in (approx, exact):
+        s.delete(NS, doomed)
+        fill(s, clustered(100, seed=5)[:40])  # rows reused for m0..m39 updates and new ids
+    for query in queries[:10]:
+        same(hits(approx, query, 5), hits(exact, query, 5))
+    assert spy.calls > 10
+
+
+def test_threshold_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = Spy(monkeypatch)
+    vectors = clustered(400)
+    store = EmbeddedStore(None, ann_threshold=400)
+    fill(store, vectors[:399])
+    q = vectors[1]
+    hits(store, q, 3)
+    assert spy.calls == 0  # 399 rows: exact
+    fill(store, vectors[399:], start=399)
+    assert hits(store, q, 1)[0][0] == "m1"
+    assert spy.calls == 1  # 400 rows: approximate
+    store.delete(NS, ["m399"])
+    hits(store, q, 3)
+    assert spy.calls == 1  # back to 399: exact again
+
+
+def test_reopened_store_uses_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index is rebuilt in memory from what the log and snapshot hold, never persisted."""
+    vectors = clustered(300)
+    with EmbeddedStore.open(tmp_path / "s", ann_threshold=100) as store:
+        fill(store, vectors)
+        store.compact()
+        fill(store, clustered(20, seed=4))
+    spy = Spy(monkeypatch)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(exact, vectors)
+    fill(exact, clustered(20, seed=4))
+    with EmbeddedStore.open(tmp_path / "s", ann_threshold=100) as store:
+        for q in clustered(5, seed=6):
+            same(hits(store, q, 5), hits(exact, q, 5))
+    assert spy.calls == 5
+    assert not any(p.suffix in {".usearch", ".index"} for p in (tmp_path / "s").rglob("*"))
+
+
+def test_store_works_without_the_library(pair, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "usearch", None)  # makes `import usearch…` fail
+    monkeypatch.setitem(sys.modules, "usearch.index", None)
+    assert not _ann.available()
+    spy = Spy(monkeypatch)
+    vectors = clustered(300, seed=8)
+    store = EmbeddedStore(None, ann_threshold=10)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(store, vectors)
+    fill(exact, vectors)
+    for q in clustered(5, seed=1):
+        assert hits(store, q, 5) == hits(exact, q, 5)  # the very same exact scan
+    assert spy.calls == 0
+
+
+def test_bad_threshold_is_refused() -> None:
+    from graphmem.errors import InvalidInput
+
+    for bad in (0, -5, 1.5, True):
+        with pytest.raises(InvalidInput):
+            EmbeddedStore(None, ann_threshold=bad)  # type: ignore[arg-type]
