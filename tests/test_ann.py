@@ -69,12 +69,17 @@ def hits(store: EmbeddedStore, query: np.ndarray, k: int, **kw: object) -> list[
 
 
 def same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
-    """The same ranking; re-scoring a few rows may round the last bit differently from the full
-    scan, so two hits whose similarities tie to 1e-6 may swap places (nothing else may)."""
-    assert [s for _, s in a] == pytest.approx([s for _, s in b], abs=1e-6)
-    sims = dict(a) | dict(b)
-    for (x, _), (y, _) in zip(a, b, strict=True):
-        assert x == y or abs(sims[x] - sims[y]) <= 1e-6, (a, b)
+    """The exact ranking, up to what an approximate index may miss: the graph search (usearch
+    builds it with several threads, so not always the same graph) may skip at most one of the
+    k true neighbours; every hit it returns carries its exact similarity, in exact order."""
+    assert len(a) == len(b), (a, b)
+    exact = dict(b)
+    missed = [i for i, _ in b if i not in dict(a)]
+    assert len(missed) <= 1, f"the approximate search missed {missed} ({a} vs {b})"
+    for i, sim in a:
+        if i in exact:
+            assert sim == pytest.approx(exact[i], abs=1e-6), (i, a, b)
+    assert [s for _, s in a] == sorted((s for _, s in a), reverse=True)
 
 
 @pytest.fixture
