@@ -22,7 +22,13 @@ from typing import IO, Any, Literal
 
 from pydantic import Field
 
-from graphmem.errors import DimensionMismatch, ImportFormatError, InvalidInput, MemoryNotFound
+from graphmem.errors import (
+    DimensionMismatch,
+    EpisodeFinished,
+    ImportFormatError,
+    InvalidInput,
+    MemoryNotFound,
+)
 from graphmem.models import (
     IMMUTABLE_FIELDS,
     UTILITY_FIELDS,
@@ -30,6 +36,7 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     Episode,
+    EpisodeStatus,
     GraphmemModel,
     Memory,
     MemoryKind,
@@ -477,6 +484,31 @@ def credited_order(edges: Sequence[Edge]) -> list[str]:
 
     ordered = sorted(edges, key=lambda e: (rank(e), e.dst))
     return list(dict.fromkeys(e.dst for e in ordered))
+
+
+def closed_episode(
+    episode: Episode, reward: float, success: bool, finished_at: datetime
+) -> Episode:
+    """``episode`` as ``finish_episode`` leaves it (both stores write exactly these fields)."""
+    return episode.model_copy(
+        update={
+            "status": EpisodeStatus.FINISHED,
+            "reward": reward,
+            "success": success,
+            "finished_at": finished_at,
+            "updated_at": finished_at,
+        }
+    )
+
+
+def replayed_q_after(
+    namespace: str, episode: Episode, edges: Sequence[Edge], reward: float
+) -> dict[str, float]:
+    """What the one real finish of ``episode`` recorded, if ``reward`` is the reward it got;
+    another reward raises :class:`~graphmem.errors.EpisodeFinished`."""
+    if episode.reward != reward:
+        raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
+    return recorded_q_after(edges)
 
 
 def recorded_q_after(edges: Sequence[Edge]) -> dict[str, float]:

@@ -46,7 +46,6 @@ from typing import Any, cast
 
 from graphmem.errors import (
     DimensionMismatch,
-    EpisodeFinished,
     GraphmemError,
     InvalidInput,
     MemoryNotFound,
@@ -84,8 +83,9 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    closed_episode,
     credited_order,
-    recorded_q_after,
+    replayed_q_after,
     upsert_batch,
 )
 
@@ -458,15 +458,7 @@ class EmbeddedStore(MemoryStore):
                 return self._replay(namespace, episode, edges, reward)
             ids = credited_order(edges)
             updates = self._utility_changes(namespace, ids, reward, alpha, success, finished_at)
-            closed = episode.model_copy(
-                update={
-                    "status": EpisodeStatus.FINISHED,
-                    "reward": reward,
-                    "success": success,
-                    "finished_at": finished_at,
-                    "updated_at": finished_at,
-                }
-            )
+            closed = closed_episode(episode, reward, success, finished_at)
             annotated = [
                 e.model_copy(update={"props": {**e.props, "q_after": u.q, "alpha": alpha}})
                 for e, u in zip(_by_dst(edges, ids), updates, strict=True)
@@ -487,9 +479,7 @@ class EmbeddedStore(MemoryStore):
         self, namespace: str, episode: Episode, edges: list[Edge], reward: float
     ) -> EpisodeCredit:
         """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
-        if episode.reward != reward:
-            raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
-        q_after = recorded_q_after(edges)
+        q_after = replayed_q_after(namespace, episode, edges, reward)
         return EpisodeCredit(
             episode=cast(Episode, self._copy(namespace, episode.id)),
             updated=[m for i in q_after if (m := self._state.copy_out(namespace, i)) is not None],

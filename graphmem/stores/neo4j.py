@@ -30,7 +30,6 @@ from neo4j.exceptions import AuthError, DriverError, Neo4jError, ServiceUnavaila
 from graphmem.errors import (
     ConfigError,
     DimensionMismatch,
-    EpisodeFinished,
     GraphmemError,
     InvalidInput,
     MemoryNotFound,
@@ -62,8 +61,9 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    closed_episode,
     credited_order,
-    recorded_q_after,
+    replayed_q_after,
     upsert_batch,
 )
 from graphmem.stores.neo4j_recall import IndexMode
@@ -374,15 +374,7 @@ class Neo4jStore(MemoryStore):
                     updated[memory.id] = memory
                 rows = [{"id": i, "q": updated[i].q} for i in ids]
                 tx.run(cypher.ANNOTATE_RETRIEVED, **key, rows=rows, alpha=float(alpha)).consume()
-            closed = episode.model_copy(
-                update={
-                    "status": EpisodeStatus.FINISHED,
-                    "reward": reward,
-                    "success": success,
-                    "finished_at": finished_at,
-                    "updated_at": finished_at,
-                }
-            )
+            closed = closed_episode(episode, reward, success, finished_at)
             dumped = mapping.props(closed)
             props = {
                 k: dumped[k] for k in ("status", "reward", "success", "finished_at", "updated_at")
@@ -407,9 +399,7 @@ class Neo4jStore(MemoryStore):
         reward: float,
     ) -> EpisodeCredit:
         """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
-        if episode.reward != reward:
-            raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
-        q_after = recorded_q_after(edges)
+        q_after = replayed_q_after(namespace, episode, edges, reward)
         result = tx.run(cypher.GET_MANY, namespace=namespace, ids=list(q_after))
         by_id = {m.id: m for m in (mapping.to_memory(r["props"]) for r in result)}
         return EpisodeCredit(
