@@ -9,7 +9,12 @@ condition plays the same stream with a fresh memory:
 - ``sim``: similarity-only retrieval (λ=0), proceduralized procedures, adjustment updates;
 - ``two-phase``: two-phase retrieval (λ=0.5), otherwise as ``sim``;
 - ``trajectory`` / ``script``: ``two-phase`` with that build granularity (ablation);
-- ``vanilla`` / ``validation``: ``two-phase`` with that update strategy (ablation).
+- ``vanilla`` / ``validation``: ``two-phase`` with that update strategy (ablation);
+- ``notes`` / ``procedures`` / ``both`` (``--memory notes,procedures,both``): where the gain
+  comes from. ``notes``: fact notes only (retrieved at the start, recalled in the task);
+  ``procedures``: procedures only, no fact notes written or read; the explorer follows the
+  steps of the successful procedures two-phase retrieval finds (adapted to the game,
+  :mod:`graphmem.envs.procedures`) and only the followed ones are credited; ``both``: the two.
 
 The agent is the LangGraph agent flow (:mod:`flows.agent`): retrieve (two-phase, an Episode
 records what was handed over) → the rule-based explorer of :mod:`graphmem.envs.agents` plays with
@@ -83,6 +88,12 @@ class Condition:
     lam: float = 0.5
     granularity: Granularity = Granularity.PROCEDURALIZED
     strategy: UpdateStrategy = UpdateStrategy.ADJUSTMENT
+    notes: bool = True
+    """Fact notes: learned after each game, retrieved at the start, recalled in the task."""
+    follow: bool = False
+    """Procedures handed to the explorer to follow (credited only when followed)."""
+    replay: bool = True
+    """The first retrieval also recalls procedures, replayed on the very same task only."""
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -99,10 +110,17 @@ CONDITIONS: dict[str, Condition] = {
         Condition(
             "validation", "λ=0.5, proceduralized, validation", strategy=UpdateStrategy.VALIDATION
         ),
+        Condition("notes", "notes only (fact notes)", replay=False),
+        Condition(
+            "procedures", "procedures only (followed)", notes=False, follow=True, replay=False
+        ),
+        Condition("both", "notes + procedures (followed)", follow=True, replay=False),
     )
 }
 MAIN = ("none", "sim", "two-phase")
 ABLATIONS = ("trajectory", "script", "vanilla", "validation")
+MEMORY_KINDS = ("notes", "procedures", "both")
+"""The memory ablation (``--memory``): each is played beside ``none``."""
 
 GRID: tuple[tuple[str, int, tuple[str, ...]], ...] = (
     ("twc", 30, MAIN + ABLATIONS),
@@ -193,6 +211,8 @@ class Episode:
     llm_calls: int = 0
     llm_tokens: int = 0
     repeat: bool = False
+    followed: int = 0
+    """Procedures the agent took steps from in this game."""
 
 
 @dataclass
@@ -222,9 +242,12 @@ class StreamRun:
 class CountingPolicy:
     """Wraps a policy and counts its ``act`` calls (one model call each for an LLM policy)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Any, *, by_use: bool = True) -> None:
         self.inner = inner
         self.calls = 0
+        if by_use and hasattr(inner, "used_hints"):
+            # Credit by use (flows.agent): only the memories whose hints were acted on.
+            self.used_hints = inner.used_hints
 
     def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
         self.inner.begin(task, hints=hints, seed=seed)
@@ -245,6 +268,14 @@ class CountingPolicy:
     def add_hints(self, hints: Sequence[str]) -> None:
         if add := getattr(self.inner, "add_hints", None):
             add(hints)
+
+    def offer_procedures(self, plans: Sequence[Any]) -> None:
+        if offer := getattr(self.inner, "offer_procedures", None):
+            offer(plans)
+
+    def followed_procedures(self) -> list[str]:
+        followed = getattr(self.inner, "followed_procedures", None)
+        return list(followed()) if followed else []
 
 
 @contextmanager
@@ -285,20 +316,28 @@ def run_condition(
     llm: Any = None,
     block: int = BLOCK,
     progress: Any = None,
+    fold: str = "test",
+    credit: str = "used",
 ) -> StreamRun:
     """Play ``seeds`` then ``repeat`` under ``condition`` through the agent flow."""
     from flows.agent import build_agent_graph, run_task
     from flows.state import AgentContext
-    from flows.textworld_agent import RECALL_RETRIEVAL, learn_facts_by_subject
+    from flows.textworld_agent import (
+        PROCEDURE_RETRIEVAL,
+        RECALL_RETRIEVAL,
+        learn_facts_by_subject,
+    )
     from graphmem.envs.agents import make_explorer
 
     memory = open_memory(store_dir, embedder, condition, llm=llm)
-    policy = CountingPolicy(llm_policy() if llm_policy else make_explorer(game))
+    policy = CountingPolicy(
+        llm_policy() if llm_policy else make_explorer(game), by_use=credit == "used"
+    )
     retrieval = RetrievalConfig(
         k1=RETRIEVAL_K1,
         k2=RETRIEVAL_K2,
         lam=condition.lam,
-        kinds=(MemoryKind.NOTE, MemoryKind.PROCEDURE),
+        kinds=(MemoryKind.NOTE, MemoryKind.PROCEDURE) if condition.replay else (MemoryKind.NOTE,),
     )
     graph = build_agent_graph().compile(name=f"bench-{game}")
     context = AgentContext(
@@ -309,10 +348,16 @@ def run_condition(
         env=env,
         policy=policy,
         use_memory=condition.use_memory,
+        fold=fold,
         hints=bench_hints,
-        learn=learn_facts_by_subject,
+        learn=learn_facts_by_subject if condition.notes else None,
         task_prefix=game,
-        recall=RECALL_RETRIEVAL.model_copy(update={"lam": condition.lam}),
+        recall=RECALL_RETRIEVAL.model_copy(update={"lam": condition.lam})
+        if condition.notes
+        else None,
+        procedures=PROCEDURE_RETRIEVAL.model_copy(update={"lam": condition.lam})
+        if condition.follow
+        else None,
     )
     run = StreamRun(condition.name)
     n_blocks = -(-len(seeds) // block)
@@ -340,6 +385,7 @@ def run_condition(
                     llm_calls=calls,
                     llm_tokens=used_tokens,
                     repeat=again,
+                    followed=len(out.get("followed", [])),
                 )
             )
             if progress is not None:
@@ -376,6 +422,9 @@ def summary_row(run: StreamRun, baseline: StreamRun | None) -> dict[str, Any]:
         "llm_calls": full.llm_calls,
         "llm_tokens": full.llm_tokens,
         "memories": run.memories,
+        "followed_share": sum(e.followed > 0 for e in run.episodes if not e.repeat)
+        / max(1, sum(not e.repeat for e in run.episodes)),
+        "mean_steps_last_100": _last_steps(run, 100),
         "seconds": run.seconds,
         "seconds_per_episode": run.seconds / max(1, len(run.episodes)),
     }
@@ -385,7 +434,17 @@ def summary_row(run: StreamRun, baseline: StreamRun | None) -> dict[str, Any]:
         row["steps_change"] = (
             (first.mean_steps - base.mean_steps) / base.mean_steps if base.mean_steps else 0.0
         )
+        base_last = _last_steps(baseline, 100)
+        row["steps_change_last_100"] = (
+            row["mean_steps_last_100"] / base_last - 1 if base_last else 0.0
+        )
     return row
+
+
+def _last_steps(run: StreamRun, n: int) -> float:
+    """Mean steps over the last ``n`` games of the first pass."""
+    last = [e.steps for e in run.episodes if not e.repeat][-n:]
+    return sum(last) / len(last) if last else float("nan")
 
 
 def _pct(x: float) -> str:
@@ -405,6 +464,8 @@ def run_markdown(
         "mean steps",
         "steps vs none",
         "steps if solved",
+        "steps, last 100 (vs none)",
+        "games following a procedure",
         "repeat pass",
         "forgetting",
         "LLM calls / tokens",
@@ -421,6 +482,9 @@ def run_markdown(
                 f"{r['mean_steps']:.1f}",
                 f"{r.get('steps_change', 0.0):+.0%}",
                 f"{r['mean_steps_solved']:.1f}",
+                f"{r.get('mean_steps_last_100', float('nan')):.1f} "
+                f"({r.get('steps_change_last_100', 0.0):+.0%})",
+                _pct(r.get("followed_share", 0.0)),
                 _pct(r["repeat_success"]),
                 _pct(r["forgetting_rate"]),
                 f"{r['llm_calls']} / {r['llm_tokens']}",
@@ -495,6 +559,22 @@ def plot_runs(path: Path, title: str, rows: Sequence[dict[str, Any]], block: int
 # ---- the command ----------------------------------------------------------------------------
 
 
+def parse_params(text: str) -> tuple[bool, dict[str, int]]:
+    """``--params``: (start from TextWorldExpress' defaults?, the key=value overrides)."""
+    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+    twx = bool(parts) and parts[0] == "twx"
+    params: dict[str, int] = {}
+    for part in parts[1:] if twx else parts:
+        key, eq, value = part.partition("=")
+        try:
+            params[key.strip()] = int(value)
+        except ValueError:
+            raise SystemExit(f"--params: {part!r} is not key=integer") from None
+        if not eq or not key.strip():
+            raise SystemExit(f"--params: {part!r} is not key=integer")
+    return twx, params
+
+
 def make_embedder(name: str) -> Any:
     if name == "hashing":
         from graphmem.embedding import HashingEmbedder
@@ -520,16 +600,21 @@ def run_game(
     """All ``conditions`` on one (game, budget); writes learning_<game>_b<budget>.{json,md,png}."""
     from tqdm import tqdm
 
+    from flows.textworld_agent import PROCEDURE_RETRIEVAL
+    from graphmem.envs.procedures import MAX_PLANS
     from graphmem.envs.textworld import TextWorldEnv
 
-    seeds = list(range(args.episodes))
-    repeat = list(range(min(args.repeat, args.episodes)))
+    offset = getattr(args, "seed_offset", 0)
+    fold = getattr(args, "fold", "test")
+    twx_defaults, params = parse_params(getattr(args, "params", ""))
+    seeds = list(range(offset, offset + args.episodes))
+    repeat = seeds[: min(args.repeat, args.episodes)]
     llm_policy, llm = _llm_parts(args)
     runs: list[StreamRun] = []
     started = time.perf_counter()
     total = len(conditions) * (len(seeds) + len(repeat))
     bar = tqdm(total=total, desc=f"{game} b{budget}", unit="game", disable=args.no_progress)
-    env = TextWorldEnv(game, step_budget=budget)
+    env = TextWorldEnv(game, params, step_budget=budget, twx_defaults=twx_defaults)
     try:
         with tempfile.TemporaryDirectory(prefix="graphmem-learning-") as tmp:
             for name in conditions:
@@ -549,6 +634,8 @@ def run_game(
                         llm=llm,
                         block=args.block,
                         progress=bar,
+                        fold=fold,
+                        credit=getattr(args, "credit", "used"),
                     )
                 )
     finally:
@@ -563,15 +650,32 @@ def run_game(
         "budget": budget,
         "episodes": len(seeds),
         "repeat": len(repeat),
+        "fold": fold,
+        "seed_offset": offset,
+        "credit": getattr(args, "credit", "used"),
+        "params": env.params,
+        "params_base": "TextWorldExpress defaults" if twx_defaults else "graphmem defaults",
         "block": args.block,
         "embedder": embedder_label(args.embedder),
         "store": "in memory" if args.store == "memory" else "on disk in a temporary directory",
         "policy": "LLM (GRAPHMEM_LLM_*)" if llm_policy else "rule-based explorer",
         "retrieval": {"k1": RETRIEVAL_K1, "k2": RETRIEVAL_K2, "kinds": ["Note", "Procedure"]},
+        "retrieval_notes": "kinds Note only where a condition has replay False",
+        "procedures_followed": {
+            "k1": PROCEDURE_RETRIEVAL.k1,
+            "k2": PROCEDURE_RETRIEVAL.k2,
+            "plans": MAX_PLANS,
+            "where": "conditions with follow",
+        },
         "conditions": {n: asdict(CONDITIONS[n]) for n in conditions},
         "seconds": time.perf_counter() - started,
     }
-    name = f"learning_{game}_b{budget}" + (f"_{args.tag}" if args.tag else "")
+    setting = (
+        ""
+        if (fold, offset, params, twx_defaults) == ("test", 0, {}, False)
+        else (f"_{fold}{offset}" + ("_twx" if twx_defaults else "") + ("_p" if params else ""))
+    )
+    name = f"learning_{game}_b{budget}{setting}" + (f"_{args.tag}" if args.tag else "")
     data = {
         "setup": setup,
         "results": rows,
@@ -641,9 +745,9 @@ DESIGN_NOTES = """## How the grid is built
   item or cooking verb it knows nothing about ("where does the gray coat belong?", k1=10,
   k2=3, same λ, hits join the Episode), `finish_episode` (Q updates, α=0.1, rewards {0, 1},
   Q0=0.5), `update` with the condition's strategy (procedures at its granularity,
-  tips/corrections on failure), the game's facts as one consolidated note per subject (the
-  new note SUPERSEDES the old), A-MEM evolution. Demotion of low-Q memories is on (graphmem
-  default).
+  tips/corrections on failure), the game's facts as one consolidated note per subject (new
+  facts make a new version EVOLVED_FROM the old), A-MEM evolution. Demotion of low-Q memories
+  is on (graphmem default).
 - Grid: `none` / `sim` (λ=0) / `two-phase` (λ=0.5) at proceduralized + adjustment on both games
   at budgets 30 and 80; the granularity (trajectory, script) and strategy (vanilla, validation)
   ablations on twc at budget 30 only.
@@ -699,12 +803,39 @@ def summary_markdown(results: Sequence[dict[str, Any]], command: str, machine: A
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", default="twc", choices=GAMES)
+    parser.add_argument(
+        "--game", default="twc", help=f"a TextWorldExpress game (explorers: {', '.join(GAMES)})"
+    )
+    parser.add_argument(
+        "--params",
+        default="",
+        help="game parameters, key=value,... (e.g. numLocations=11,limitInventorySize=1) over "
+        "graphmem's defaults; 'twx' (alone or first) starts from TextWorldExpress' own defaults",
+    )
+    parser.add_argument(
+        "--fold", default="test", choices=("train", "dev", "test"), help="game fold (test)"
+    )
+    parser.add_argument(
+        "--credit",
+        default="used",
+        choices=("used", "retrieved"),
+        help="credit the memories whose hints the explorer acted on (used), or every one "
+        "retrieved or recalled (retrieved, the old way)",
+    )
+    parser.add_argument(
+        "--seed-offset", type=int, default=0, help="first seed of the stream (0): held-out ranges"
+    )
     parser.add_argument("--budget", type=int, default=30, help="steps per game (30)")
     parser.add_argument(
         "--conditions",
         default=",".join(MAIN),
         help=f"comma list of {', '.join(CONDITIONS)}, or 'all' (default: {','.join(MAIN)})",
+    )
+    parser.add_argument(
+        "--memory",
+        default=None,
+        help="memory ablation: comma list of notes, procedures, both (each beside none); "
+        "replaces --conditions",
     )
     parser.add_argument("--episodes", type=int, default=300, help="first-pass games (300)")
     parser.add_argument("--repeat", type=int, default=50, help="seeds replayed at the end (50)")
@@ -736,11 +867,28 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     if args.episodes < 1 or args.repeat < 0 or args.block < 1 or args.budget < 1:
         raise SystemExit("--episodes, --block and --budget must be positive, --repeat >= 0")
     names = list(CONDITIONS) if args.conditions == "all" else args.conditions.split(",")
+    if args.memory:
+        kinds = [k.strip() for k in args.memory.split(",") if k.strip()]
+        if wrong := [k for k in kinds if k not in MEMORY_KINDS]:
+            raise SystemExit(f"--memory takes {', '.join(MEMORY_KINDS)}; got {', '.join(wrong)}")
+        names = ["none", *dict.fromkeys(kinds)]
     unknown = [n for n in names if n not in CONDITIONS]
     if unknown:
         raise SystemExit(
             f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}"
         )
+    from graphmem.envs.textworld import EXPLORED_GAMES, TWX_GAMES
+
+    if args.game not in TWX_GAMES:
+        raise SystemExit(f"unknown game {args.game!r}; TextWorldExpress has {', '.join(TWX_GAMES)}")
+    if args.game not in EXPLORED_GAMES and not args.grid:
+        print(
+            f"note: {args.game} has no explorer that acts on memory (only "
+            f"{', '.join(EXPLORED_GAMES)}): the generic novelty explorer ignores hints, so "
+            "memory is inert here",
+            file=sys.stderr,
+        )
+    parse_params(getattr(args, "params", ""))  # a bad --params fails before any game
     args.machine = machine_info()
     if args.summarise:
         results = saved_runs(args.out)

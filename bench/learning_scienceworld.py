@@ -1,27 +1,34 @@
 """ScienceWorld: procedural memory from gold trajectories, replayed and adapted on new variations.
 
-For each task type (``--tasks``), the gold trajectories of the first ``--train`` *train*
-variations are played in the simulator and built into one graphmem memory (proceduralized; the
-task description is the key). Then the first ``--test`` *test* variations are played twice:
+For each task type (``--tasks``; default ``all``: every type whose train gold paths fit the step
+budget), the gold trajectories of ``--train`` *train* variations (from position
+``--train-start``) are played in the simulator and built into a memory of that task type
+(proceduralized; the task description is the key). Then ``--test`` variations of ``--fold``
+(test or dev, from position ``--test-start``) are played twice:
 
 - ``none``: the replay-and-adapt agent (:class:`graphmem.envs.scienceworld.ReplayAdapter`) with
-  no hints, i.e. its exploration only;
+  no hints, i.e. its exploration only (it focuses on the task's own object and answers
+  disambiguation prompts with the option that matches what it meant);
 - ``memory``: the same agent handed the procedures graphmem retrieves for the variation's task
   description (two-phase, λ=0.5, k1=5, k2=3; an Episode records them). It replays the nearest
-  one, substituting the objects and places that differ between the two descriptions. After the
-  episode, ``finish_episode`` credits what was retrieved (reward = the episode's score, 0..1,
-  negative scores as 0) and ``update`` (adjustment) builds the agent's own successful runs into
-  memory and reflects on failures (tips), so later variations can also draw on the agent's runs.
+  one, substituting the train variation's objects by the test variation's (from the two task
+  descriptions, and objects of the same kind in sight), skipping steps that do not apply, and
+  deciding conditional answers ("if conductive, place it in the red box") from what this run
+  observes — a measured value against the stated threshold, or the change memory saw before
+  each answer — never by copying the remembered answer. After the episode,
+  ``finish_episode`` credits what was retrieved (reward = the episode's score, 0..1, negative
+  scores as 0) and ``update`` (adjustment) builds the agent's own successful runs into memory
+  and reflects on failures (tips).
 
-ScienceWorld is slow (0.1–0.3 s a step with valid actions listed), so the default grid is small:
-6 task types × 5 train × 5 test variations, 60 steps — about 4 minutes on 2 cores.
-Success is rare for this agent on unseen variations; the partial score (ScienceWorld's 0..100
-progress, here 0..1) says how far it got.
+ScienceWorld is slow (0.1–0.3 s a step with valid actions listed); ``--jobs`` runs task types
+in parallel processes. Success is rare for this agent on unseen variations of the harder types;
+the partial score (ScienceWorld's 0..100 progress, here 0..1) says how far it got.
 
 Run::
 
-    python -m bench.learning_scienceworld
+    python -m bench.learning_scienceworld --test 3 --jobs 4
     python -m bench.learning_scienceworld --tasks boil,melt --train 10 --test 5
+    python -m bench.learning_scienceworld --fold dev --test-start 5 --test 5
     python -m bench.learning_scienceworld --quick     # a smoke run
 """
 
@@ -29,11 +36,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +77,7 @@ GOLD_BUDGET = 500
 def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
     """``TASK :: a1; a2`` hints (what ReplayAdapter reads) from successful retrieved procedures."""
     from graphmem.build import procedure_chain
-    from graphmem.envs.scienceworld import procedure_hint
+    from graphmem.envs.scienceworld import answer_evidence, procedure_hint
 
     hints = []
     for hit in hits:
@@ -76,8 +85,18 @@ def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
         if isinstance(proc, Procedure) and proc.success:
             steps, _ = procedure_chain(mem.store, NAMESPACE, proc.id)
             if steps:
-                hints.append(procedure_hint(proc.task_text, [s.action for s in steps]))
+                seen = answer_evidence(proc.task_text, [(s.action, s.observation) for s in steps])
+                hints.append(procedure_hint(proc.task_text, [s.action for s in steps], seen))
     return hints
+
+
+def gold_lengths(env: Any, variations: Sequence[int], fold: str) -> list[int]:
+    """Length of the simulator's gold path for each variation (nothing is played)."""
+    lengths = []
+    for v in variations:
+        env.reset(v, fold)
+        lengths.append(len(env.gold_path()))
+    return lengths
 
 
 def run_task(
@@ -90,8 +109,16 @@ def run_task(
     env = ScienceWorldEnv(task, step_budget=args.budget)
     episodes: list[dict[str, Any]] = []
     try:
-        train = env.variations("train")[: args.train]
-        test = env.variations("test")[: args.test]
+        train = env.variations("train")[args.train_start : args.train_start + args.train]
+        test = env.variations(args.fold)[args.test_start : args.test_start + args.test]
+        env.list_valid_actions = False
+        lengths = gold_lengths(env, train, "train")
+        env.list_valid_actions = True
+        if not train or not test or (args.tasks == "all" and max(lengths) > args.budget):
+            # The budget cannot hold what the task takes: not evaluated (said in the results).
+            progress.update(len(train) + len(CONDITIONS) * len(test))
+            info = {"task": task, "fits": False, "gold_lengths": lengths}
+            return info, []
         t0 = time.perf_counter()
         gold_ok = 0
         env.step_budget = GOLD_BUDGET  # a gold path is played to its end, whatever --budget
@@ -108,11 +135,11 @@ def run_task(
                 hints: list[str] = []
                 episode_id = None
                 if cond == "memory":
-                    desc = env.reset(v, "test").task  # the description the agent will see
+                    desc = env.reset(v, args.fold).task  # the description the agent will see
                     found = mem.retrieve(NAMESPACE, desc, RETRIEVAL, open_episode=True)
                     episode_id = found.episode_id
                     hints = memory_hints(mem, found.hits)
-                result = run_episode(env, ReplayAdapter(), v, hints, fold="test")
+                result = run_episode(env, ReplayAdapter(), v, hints, fold=args.fold)
                 built = False
                 if episode_id is not None:
                     mem.finish_episode(
@@ -143,6 +170,8 @@ def run_task(
         env.close()
     info = {
         "task": task,
+        "fits": True,
+        "gold_lengths": lengths,
         "train_variations": train,
         "test_variations": test,
         "gold_successes": gold_ok,
@@ -200,40 +229,82 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], tasks: Sequence[str]) -> Pa
     return path
 
 
+class _NoProgress:
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+_EMBEDDERS: dict[str, Any] = {}
+
+
+def task_job(
+    task: str, args: argparse.Namespace
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, int]]:
+    """One task type with a memory of its own: (setup info, episodes, memory counts)."""
+    from graphmem.memory import GraphMemory
+    from graphmem.stores.embedded import EmbeddedStore
+
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    logging.getLogger("graphmem").setLevel(logging.ERROR)
+    if args.embedder not in _EMBEDDERS:
+        _EMBEDDERS[args.embedder] = make_embedder(args.embedder)
+    with tempfile.TemporaryDirectory(prefix="graphmem-sw-") as tmp:
+        store = EmbeddedStore.in_memory() if args.store == "memory" else EmbeddedStore.open(tmp)
+        with GraphMemory(store, embedder=_EMBEDDERS[args.embedder]) as mem:
+            info, episodes = run_task(task, mem, args, _NoProgress())
+            counts = {k: v for k, v in mem.store.counts(NAMESPACE).items() if k != "edges"}
+    return info, episodes, counts
+
+
 def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from graphmem.memory import GraphMemory
-    from graphmem.stores.embedded import EmbeddedStore
+    from graphmem.envs.scienceworld import ScienceWorldEnv
 
     if args.quick:
         args.tasks, args.train, args.test, args.budget = "use-thermometer", 1, 1, 8
         args.embedder = "hashing"
-    tasks = [t for t in args.tasks.split(",") if t]
+    if args.tasks == "all":
+        with ScienceWorldEnv(DEFAULT_TASKS[0]) as probe:
+            tasks = probe.task_names()
+    else:
+        tasks = [t for t in args.tasks.split(",") if t]
     args.conditions = list(CONDITIONS)
     machine = machine_info()
-    embedder = make_embedder(args.embedder)
     started = time.perf_counter()
-    total = len(tasks) * (args.train + len(CONDITIONS) * args.test)
-    bar = tqdm(total=total, desc="scienceworld", unit="episode", disable=args.no_progress)
-    infos, episodes = [], []
-    with tempfile.TemporaryDirectory(prefix="graphmem-sw-") as tmp:
-        store = EmbeddedStore.in_memory() if args.store == "memory" else EmbeddedStore.open(tmp)
-        with GraphMemory(store, embedder=embedder) as mem:
-            for task in tasks:
-                bar.set_postfix_str(task)
-                info, eps = run_task(task, mem, args, bar)
-                infos.append(info)
-                episodes += eps
-            memories = {k: v for k, v in mem.store.counts(NAMESPACE).items() if k != "edges"}
+    bar = tqdm(total=len(tasks), desc="scienceworld", unit="task", disable=args.no_progress)
+    results: dict[str, tuple[dict[str, Any], list[dict[str, Any]], dict[str, int]]] = {}
+    if args.jobs > 1:
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(args.jobs, mp_context=spawn) as pool:
+            futures = {pool.submit(task_job, task, args): task for task in tasks}
+            for future in as_completed(futures):
+                results[futures[future]] = future.result()
+                bar.set_postfix_str(futures[future])
+                bar.update(1)
+    else:
+        for task in tasks:
+            bar.set_postfix_str(task)
+            results[task] = task_job(task, args)
+            bar.update(1)
     bar.close()
+    infos = [results[t][0] for t in tasks]
+    episodes = [e for t in tasks for e in results[t][1]]
+    memories: dict[str, int] = {}
+    for t in tasks:
+        for kind, n in results[t][2].items():
+            memories[kind] = memories.get(kind, 0) + n
+    tasks = [i["task"] for i in infos if i["fits"]]
     rows = summarise_rows(episodes, tasks)
     setup = {
         "command": command,
         "machine": machine,
         "tasks": infos,
         "train": args.train,
+        "train_start": args.train_start,
         "test": args.test,
+        "test_start": args.test_start,
+        "fold": args.fold,
         "budget": args.budget,
         "embedder": embedder_label(args.embedder),
         "store": "in memory" if args.store == "memory" else "on disk in a temporary directory",
@@ -261,9 +332,22 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
         ]
         for r in rows
     ]
-    gold = ", ".join(
-        f"{i['task']} {i['gold_successes']}/{len(i['train_variations'])}" for i in setup["tasks"]
+    fit = [i for i in setup["tasks"] if i["fits"]]
+    gold = ", ".join(f"{i['task']} {i['gold_successes']}/{len(i['train_variations'])}" for i in fit)
+    skipped = ", ".join(
+        f"{i['task']} ({max(i['gold_lengths'], default=0)})"
+        for i in setup["tasks"]
+        if not i["fits"]
     )
+    by = {(r["task"], r["condition"]): r for r in rows}
+    worse = [
+        t
+        for t, c in by
+        if c == "memory"
+        and (t, "none") in by
+        and (by[t, "memory"]["solved"], by[t, "memory"]["mean_score"])
+        < (by[t, "none"]["solved"], by[t, "none"]["mean_score"])
+    ]
     held = ", ".join(f"{v} {k}" for k, v in setup["memories_at_end"].items() if v)
     return "\n".join(
         [
@@ -273,9 +357,14 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
             "",
             machine_markdown(setup["machine"]),
             "",
-            f"- memory: gold trajectories of the first {setup['train']} train variations per task "
+            f"- memory: gold trajectories of train variations {setup['train_start']}.."
+            f"{setup['train_start'] + setup['train'] - 1} (by position in the train fold) per "
+            "task, one memory per task type "
             f"(gold runs that succeeded: {gold}), proceduralized, key = task description",
-            f"- evaluation: the first {setup['test']} test variations per task, step budget "
+            f"- task types evaluated: {len(fit)}, every type whose train gold paths fit the step "
+            f"budget; not evaluated (longest train gold path): {skipped or 'none'}",
+            f"- evaluation: {setup['fold']} variations {setup['test_start']}.."
+            f"{setup['test_start'] + setup['test'] - 1} (by position) per task, step budget "
             f"{setup['budget']}; agent: ReplayAdapter (replays the nearest retrieved procedure "
             "with objects/places substituted, explores otherwise)",
             "- retrieval: two-phase λ=0.5, k1=5, k2=3 over procedures; reward = score (0..1); "
@@ -284,17 +373,29 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
             f"end: {held}; wall time {setup['seconds']:.0f} s",
             "",
             markdown_table(head, table),
+            "",
+            "Task types where memory did worse than none (solved, then mean score): "
+            + (", ".join(worse) or "none"),
         ]
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", default=",".join(DEFAULT_TASKS), help="comma list of tasks")
+    parser.add_argument(
+        "--tasks",
+        default="all",
+        help="comma list of task types (run whatever their gold paths' length), or 'all': every "
+        "type whose train gold paths fit the budget",
+    )
     parser.add_argument("--train", type=int, default=5, help="gold train variations per task")
-    parser.add_argument("--test", type=int, default=5, help="test variations per task")
+    parser.add_argument("--train-start", type=int, default=0, help="first train variation (pos)")
+    parser.add_argument("--test", type=int, default=5, help="evaluated variations per task")
+    parser.add_argument("--test-start", type=int, default=0, help="first evaluated variation")
+    parser.add_argument("--fold", choices=("test", "dev"), default="test", help="evaluated fold")
     parser.add_argument("--budget", type=int, default=60, help="steps per episode (60)")
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--store", choices=("disk", "memory"), default="disk")
+    parser.add_argument("--jobs", type=int, default=1, help="task types run in parallel")
     parser.add_argument("--quick", action="store_true", help="1 task, 1+1 variations, 8 steps")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--no-progress", action="store_true")

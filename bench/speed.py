@@ -4,6 +4,7 @@ side by side with baselines in the same process, on the same data and the same v
     python -m bench.speed                          # 1k / 10k / 100k; Neo4j too if configured
     python -m bench.speed --sizes 1000,10000 --no-neo4j
     GRAPHMEM_NEO4J_URI=bolt://127.0.0.1:7687 python -m bench.speed --profile
+    GRAPHMEM_NEO4J_URI=… python -m bench.speed --scale 1m [--n 50000]   # see bench/speed_scale.py
 
 Systems: numpy brute-force top-k; graphmem's embedded store (phase-A ``recall`` and two-phase
 ``retrieve``); LangGraph's ``InMemoryStore`` with a vector index; on Neo4j graphmem's store
@@ -36,7 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench import common
+from bench import common, speed_scale
 from bench.common import Case
 from bench.speed_report import check_targets, plot, render_markdown
 from bench.speed_systems import (
@@ -423,6 +424,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix", default="speed", help="result file names start with this")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic corpus")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument(
+        "--scale",
+        choices=sorted(speed_scale.SCALES),
+        help="instead: load this many memories into Neo4j (see bench/speed_scale.py)",
+    )
+    speed_scale.add_arguments(parser)
 
 
 def execute(args: argparse.Namespace) -> dict[str, Any]:
@@ -456,6 +463,9 @@ def main(argv: Sequence[str] | None = None, *, prog: str = "python -m bench.spee
     add_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.scale:
+        speed_scale.execute(args)
+        return 0
     result = execute(args)
     print(render_markdown(result))
     print("\nwrote " + ", ".join(result["files"]))

@@ -14,6 +14,11 @@ questions (:class:`~graphmem.envs.agents.RecallingPolicy`, e.g. "where does the 
 belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
 and those memories join the task's Episode, so the reward credits them as well.
 
+Procedures can be acted on, not only read: with ``context.procedures`` set, a policy that
+follows procedures (:class:`~graphmem.envs.procedures.ProcedurePolicy`) is handed the successful
+procedures two-phase retrieval finds for the task (best first); when the task ends, the ones it
+took steps from join the Episode (``followed``), so the reward credits exactly those.
+
 Each policy step is a graph step, so a run needs a recursion limit above the step budget;
 :func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
 """
@@ -30,13 +35,16 @@ from langgraph.runtime import Runtime
 
 from flows.evolve import build_evolve_graph
 from flows.retrieve import build_retrieve_graph
-from flows.state import AgentContext, AgentState, StepRecord, resolve
+from flows.state import AgentContext, AgentState, HitRecord, StepRecord, hit_record, resolve
 from flows.update import build_update_graph
 from graphmem.build import procedure_chain
-from graphmem.envs.agents import RecallingPolicy
+from graphmem.envs.agents import RecallingPolicy, UsingPolicy
+from graphmem.envs.procedures import ProcedurePolicy, plans_from_hits
+from graphmem.episodes import record_retrieval
 from graphmem.errors import ConfigError, LLMError
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
+from graphmem.retrieve import Retrieval
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +92,11 @@ def build_agent_graph(
         return {
             "task": task or "text game",
             "query": task or "text game",
-            "open_episode": True,
+            # Credit by use: nothing joins the Episode until the policy has used it.
+            "open_episode": not _by_use(ctx),
+            "offered": [],
+            "sources": {},
+            "used": [],
             "episode_id": None,
             "hits": [],
             "prompt": "",
@@ -106,6 +118,7 @@ def build_agent_graph(
         ctx = _agent_context(runtime)
         assert ctx.policy is not None
         hints: list[str] = []
+        offer: dict[str, Any] = {}
         if ctx.use_memory and state.get("hits"):
             mem, namespace, _ = resolve(runtime, memory)
             ids = [h["memory_id"] for h in state["hits"]]
@@ -124,8 +137,51 @@ def build_agent_graph(
                 if h["memory_id"] in found
             ]
             hints = (ctx.hints or default_hints)(mem, namespace, state["task"], hits)
+            if _by_use(ctx):
+                hint_fn = ctx.hints or default_hints
+                sources = {h.memory.id: hint_fn(mem, namespace, state["task"], [h]) for h in hits}
+                offer = {"offered": list(state["hits"]), "sources": sources}
         ctx.policy.begin(state["task"], hints=hints, seed=state["seed"])
-        return {"hints": hints}
+        plans: list[HitRecord] = []
+        if ctx.use_memory and ctx.procedures and isinstance(ctx.policy, ProcedurePolicy):
+            # Not recorded yet: only the procedures the policy follows join the Episode.
+            mem, namespace, _ = resolve(runtime, memory)
+            procs = mem.retrieve(namespace, state["query"], ctx.procedures)
+            offered = plans_from_hits(mem, namespace, procs.hits)
+            ctx.policy.offer_procedures(offered)
+            keep = {p.procedure_id for p in offered}
+            plans = [hit_record(h) for h in procs.hits if h.memory.id in keep]
+        return {"hints": hints, "plans": plans, **offer}
+
+    def credit_followed(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Add the procedures the policy followed to the Episode (its reward credits them)."""
+        ctx = _agent_context(runtime)
+        offered = {h["memory_id"]: h for h in state.get("plans", [])}
+        if not (offered and ctx.use_memory and isinstance(ctx.policy, ProcedurePolicy)):
+            return {}
+        followed = [i for i in ctx.policy.followed_procedures() if i in offered]
+        if not followed:
+            return {"followed": []}
+        mem, namespace, _ = resolve(runtime, memory)
+        found = {m.id: m for m in mem.store.get_many(namespace, followed)}
+        hits = [
+            Hit(
+                memory=found[i],
+                rank=offered[i]["rank"],
+                sim=offered[i]["sim"],
+                q=offered[i]["q"],
+                z_sim=offered[i]["z_sim"],
+                z_q=offered[i]["z_q"],
+                score=offered[i]["score"],
+            )
+            for i in followed
+            if i in found
+        ]
+        episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
+        config = ctx.procedures or mem.config.retrieval
+        retrieval = Retrieval(namespace=namespace, query=state["query"], config=config, hits=hits)
+        record_retrieval(mem.store, retrieval, episode_id=episode_id)
+        return {"episode_id": episode_id, "followed": [h.memory.id for h in hits]}
 
     def recall(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Answer the policy's questions from memory; the hits join the task's Episode."""
@@ -143,18 +199,72 @@ def build_agent_graph(
         mem, namespace, _ = resolve(runtime, memory)
         episode_id = state.get("episode_id")
         recalled = list(state.get("recalled", []))
+        by_use = _by_use(ctx)
+        offered = list(state.get("offered", []))
+        sources = dict(state.get("sources", {}))
+        hint_fn = ctx.hints or default_hints
         for question in questions:
             found = mem.retrieve(
                 namespace,
                 question,
                 ctx.recall,
-                open_episode=episode_id is None,
-                episode_id=episode_id,
+                open_episode=episode_id is None and not by_use,
+                episode_id=None if by_use else episode_id,
             )
-            episode_id = episode_id or found.episode_id
+            if not by_use:
+                episode_id = episode_id or found.episode_id
             recalled.extend(h.memory.id for h in found.hits)
-            policy.add_hints((ctx.hints or default_hints)(mem, namespace, question, found.hits))
-        return {"episode_id": episode_id, "recalled": list(dict.fromkeys(recalled))}
+            policy.add_hints(hint_fn(mem, namespace, question, found.hits))
+            if by_use:
+                for h in found.hits:
+                    if h.memory.id not in sources:
+                        offered.append(hit_record(h))
+                        sources[h.memory.id] = hint_fn(mem, namespace, question, [h])
+        update: dict[str, Any] = {
+            "episode_id": episode_id,
+            "recalled": list(dict.fromkeys(recalled)),
+        }
+        if by_use:
+            update.update(offered=offered, sources=sources)
+        return update
+
+    def credit_used(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        """Credit by use: the memories offered to the policy (at the start or recalled) whose
+        hints it acted on join the Episode, so the reward credits exactly those; the others
+        were retrieved but did not matter, and their Q is left alone."""
+        ctx = _agent_context(runtime)
+        if not (ctx.use_memory and _by_use(ctx)):
+            return {}
+        assert isinstance(ctx.policy, UsingPolicy)
+        acted = set(ctx.policy.used_hints())
+        sources = state.get("sources", {})
+        used = [h for h in state.get("offered", []) if acted & set(sources.get(h["memory_id"], []))]
+        if not used:
+            return {"used": []}
+        mem, namespace, _ = resolve(runtime, memory)
+        found = {m.id: m for m in mem.store.get_many(namespace, [h["memory_id"] for h in used])}
+        hits = [
+            Hit(
+                memory=found[h["memory_id"]],
+                rank=h["rank"],
+                sim=h["sim"],
+                q=h["q"],
+                z_sim=h["z_sim"],
+                z_q=h["z_q"],
+                score=h["score"],
+            )
+            for h in used
+            if h["memory_id"] in found
+        ]
+        episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
+        retrieval = Retrieval(
+            namespace=namespace,
+            query=state["query"],
+            config=ctx.retrieval or mem.config.retrieval,
+            hits=hits,
+        )
+        record_retrieval(mem.store, retrieval, episode_id=episode_id)
+        return {"episode_id": episode_id, "used": [h.memory.id for h in hits]}
 
     def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         ctx = _agent_context(runtime)
@@ -212,7 +322,9 @@ def build_agent_graph(
             "metadata": {"seed": state["seed"], "score": state.get("score", 0.0)},
         }
         log.debug("seed %s: success=%s in %d steps", state["seed"], success, len(steps))
-        return {"reward": reward, "trajectory": trajectory}
+        used = credit_used(state, runtime)
+        followed = credit_followed(cast(AgentState, {**state, **used}), runtime)
+        return {**used, **followed, "reward": reward, "trajectory": trajectory}
 
     def after_finish(state: AgentState, runtime: Runtime[AgentContext]) -> str:
         return "update" if _agent_context(runtime).use_memory else END
@@ -245,6 +357,11 @@ def build_agent_graph(
     builder.add_edge("learn", "evolve")
     builder.add_edge("evolve", END)
     return builder
+
+
+def _by_use(ctx: AgentContext) -> bool:
+    """Whether this run credits memories by use (the policy reports the hints it acted on)."""
+    return isinstance(ctx.policy, UsingPolicy)
 
 
 def run_task(

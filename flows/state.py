@@ -66,7 +66,14 @@ class AgentContext(MemoryContext):
     ``use_memory=False`` runs the same agent without retrieval or learning (the baseline).
     ``recall`` (a retrieval config) lets a policy that asks questions during the task
     (:class:`graphmem.envs.agents.RecallingPolicy`) get answers before each step; what it
-    recalls joins the task's Episode, so it is credited like the first retrieval.
+    recalls joins the task's Episode, so it is credited like the first retrieval. A policy
+    that reports which hints it acted on (:class:`graphmem.envs.agents.UsingPolicy`, e.g. the
+    rule-based explorers) is credited by use instead: of the memories retrieved at the start
+    and recalled during the task, only those whose hints it used join the Episode.
+    ``procedures`` (a retrieval config) hands a policy that follows procedures
+    (:class:`graphmem.envs.procedures.ProcedurePolicy`) the successful procedures two-phase
+    retrieval finds for the task; only those it took steps from join the Episode, so the
+    reward credits the procedures actually followed.
     """
 
     env: GameEnv | None = None
@@ -77,6 +84,7 @@ class AgentContext(MemoryContext):
     learn: LearnFn | None = None
     task_prefix: str = ""
     recall: RetrievalConfig | None = None
+    procedures: RetrievalConfig | None = None
 
 
 DEFAULT_NAMESPACE = "default"
@@ -246,6 +254,11 @@ class AgentState(TypedDict, total=False):
     prompt: str
     hints: list[str]
     recalled: list[str]
+    plans: list[HitRecord]
+    followed: list[str]
+    offered: list[HitRecord]
+    sources: dict[str, list[str]]
+    used: list[str]
     observation: str
     valid_actions: list[str]
     inventory: str

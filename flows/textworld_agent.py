@@ -3,9 +3,11 @@
 It is the agent flow (:mod:`flows.agent`) with text-game parts: the policy node is the offline
 rule-based explorer of :mod:`graphmem.envs.agents` (or, with ``--llm``, any OpenAI-compatible
 chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY``, see
-:mod:`graphmem.settings`), retrieved notes and procedures become hints, and after each game the
-facts it taught ("roast means cook in oven", "newspaper belongs in side table") are saved as a
-note beside the procedure and tip that the update flow writes. Needs Java 17.
+:mod:`graphmem.settings`), retrieved notes become hints, retrieved procedures are followed
+(adapted to the game, :mod:`graphmem.envs.procedures`; the reward credits those followed), and
+after each game the facts it taught ("roast means cook in oven", "newspaper belongs in side
+table") are saved as notes beside the procedure and tip that the update flow writes. Needs
+Java 17.
 
 Run it::
 
@@ -41,22 +43,28 @@ from langchain_core.language_models import BaseChatModel
 
 from flows.agent import build_agent_graph, default_hints, run_task
 from flows.state import AgentContext, AgentState, LearnFn
+from graphmem.build import revise_note
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.envs.agents import ChatPolicy as ChatPolicy
 from graphmem.envs.agents import Policy, make_explorer
 from graphmem.envs.agents import choose_action as choose_action
-from graphmem.envs.hints import extract_facts, fact_subject
+from graphmem.envs.hints import extract_facts, fact_subject, scope_tag
 from graphmem.envs.textworld import TextWorldEnv
 from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
-from graphmem.obsolescence import supersede
 
 log = logging.getLogger(__name__)
 
 TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NOTE,))
 """Recall 20 fact notes, keep 8 by (1-λ)·ẑ(sim) + λ·ẑ(Q): games of one kind read alike, so the
 utility Q learned from outcomes decides which notes are handed to the explorer."""
+
+PROCEDURE_RETRIEVAL = RetrievalConfig(k1=20, k2=6, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
+"""Procedures the explorer may follow: recall 20, keep the 6 best by two-phase score (the
+successful ones among them are offered, best first; :mod:`graphmem.envs.procedures` adapts up
+to three). Only those it takes steps from join the Episode, so Q is learned per procedure
+followed."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
 RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,))
@@ -107,7 +115,7 @@ def learn_facts(memory: GraphMemory, namespace: str, state: AgentState) -> list[
         return []
     # The task line makes the note similar to the task it helps; the explorer ignores it.
     content = "\n".join([f"{FACTS_HEADER} {state['task']}", *facts])
-    note = memory.add_note(namespace, content, tags=[FACTS_TAG])
+    note = memory.add_note(namespace, content, tags=[FACTS_TAG, scope_tag(facts)])
     return [note.id]
 
 
@@ -116,9 +124,12 @@ def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentStat
 
     Notes about one thing answer the questions an agent asks during a game ("where does the
     gray coat belong?") better than a note of a whole game, whose text is mostly about other
-    things. A subject that already has a note gets a consolidated one: the old facts plus the
-    new (where they contradict, this game's), and the new note SUPERSEDES the old, which
-    becomes obsolete. Returns the new notes' ids.
+    things. A subject's facts are kept sorted, so a note is a function of its set of facts.
+    A subject that already has a note is consolidated: when the game taught something new
+    (where a fact contradicts an old one, this game's wins), the note evolves into a new
+    version holding the old facts and the new (EVOLVED_FROM the old one, version + 1, the old
+    one obsolete; :func:`graphmem.build.revise_note`); the same facts, in whatever order,
+    change nothing. Returns the ids of the notes written (new ones and new versions).
     """
     steps = [(s["action"], s["observation"], s["reward"]) for s in state.get("steps", [])]
     by_subject: dict[str, list[str]] = {}
@@ -128,26 +139,49 @@ def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentStat
     for subject, facts in by_subject.items():
         header = f"{FACTS_ABOUT} {subject}:"
         older = _subject_notes(memory, namespace, header)
-        known = [f for note in older for f in fact_lines(note) or []]
-        merged = list(dict.fromkeys([*facts, *(f for f in known if _negation(f) not in facts)]))
-        note = memory.add_note(namespace, "\n".join([header, *merged]), tags=[FACTS_TAG])
-        if note.obsolete:  # the same facts as a note retired earlier: the live one holds them
+        known = {f for note in older for f in fact_lines(note) or []}
+        merged = sorted({*facts, *(f for f in known if _negation(f) not in facts)})
+        content = "\n".join([header, *merged])
+        if not older:
+            note = memory.add_note(namespace, content, tags=[FACTS_TAG, scope_tag(merged)])
+            if not note.obsolete:  # else the same facts as a note retired earlier
+                ids.append(note.id)
             continue
-        for old in older:
-            if old.id != note.id:
-                supersede(memory, namespace, note.id, old.id)
+        if len(older) == 1 and set(merged) == known:
+            continue  # nothing new: consolidation is order-independent
+        added = sorted(set(merged) - known)
+        dropped = sorted(known - set(merged))
+        change = "; ".join(
+            [
+                *([f"learned {', '.join(added)}"] if added else []),
+                *([f"contradicted {', '.join(dropped)}"] if dropped else []),
+                *([f"merged {len(older)} notes"] if len(older) > 1 else []),
+            ]
+        )
+        source_ref = str(state.get("episode_id") or state.get("seed", "")) or None
+        note = revise_note(
+            memory,
+            namespace,
+            [n.id for n in older],
+            content,
+            change=f"consolidated: {change}",
+            tags=[FACTS_TAG, scope_tag(merged)],
+            source="consolidate",
+            source_ref=source_ref,
+        )
         ids.append(note.id)
     return ids
 
 
 def _subject_notes(memory: GraphMemory, namespace: str, header: str) -> list[Note]:
-    """The live fact notes whose first line is ``header``."""
-    found = memory.retrieve(namespace, header, k1=5, k2=5, lam=0.0, kinds=(MemoryKind.NOTE,))
-    return [
+    """The live fact notes whose first line is ``header``, newest version first."""
+    found = memory.retrieve(namespace, header, k1=10, k2=10, lam=0.0, kinds=(MemoryKind.NOTE,))
+    notes = [
         m
         for m in found.memories
         if isinstance(m, Note) and not m.obsolete and m.content.split("\n", 1)[0] == header
     ]
+    return sorted(notes, key=lambda n: (-n.version, -n.uses, n.created_at, n.id))
 
 
 def _negation(fact: str) -> str:
@@ -239,13 +273,17 @@ def run_stream(
     recall: RetrievalConfig | None = RECALL_RETRIEVAL,
     learn: LearnFn = learn_facts_by_subject,
     progress: bool | ProgressFn = False,
+    procedures: RetrievalConfig | None = PROCEDURE_RETRIEVAL,
 ) -> StreamResult:
     """Play each seed once, in order, learning between games when ``use_memory``.
 
     Memory is read when a game starts (``retrieval``) and, with ``recall``, whenever the
     explorer meets something it does not know ("where does the gray coat belong?"); ``learn``
     saves the facts a game taught (by default one consolidated note per subject;
-    :func:`learn_facts` keeps one note per game). A stream takes minutes: ``progress=True``
+    :func:`learn_facts` keeps one note per game). With ``procedures`` the explorer is also
+    handed the successful procedures of similar games and follows their steps where they
+    apply (adapted to this game; :mod:`graphmem.envs.procedures`), and the reward credits the
+    ones it followed; None leaves procedures unread. A stream takes minutes: ``progress=True``
     shows a tqdm bar on stderr, and a :data:`ProgressFn` is called after each game.
     ``step_budget`` None is the game's :data:`DEFAULT_BUDGET`; anything below 1 is refused.
     """
@@ -266,6 +304,7 @@ def run_stream(
         learn=learn,
         task_prefix=game,
         recall=recall,
+        procedures=procedures,
     )
     result = StreamResult()
     report = _Progress(progress, seeds, game)

@@ -54,6 +54,9 @@ def _command_groups() -> list[Register]:
     from graphmem.cli_memory import register as memory_commands
 
     groups.append(memory_commands)
+    from graphmem.cli_history import register as history_command
+
+    groups.append(history_command)
     from graphmem.cli_llm import register as llm_commands
 
     groups.append(llm_commands)

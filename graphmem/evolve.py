@@ -190,7 +190,7 @@ def evolve(
             )
         )
         result.versions.append(NeighbourVersion(old_id=old.id, new_id=new.id, change=change))
-    edges += _carried_edges(mem, namespace, renamed)
+    edges += carried_edges(mem, namespace, renamed)
 
     links = [
         Edge(
@@ -204,7 +204,7 @@ def evolve(
     ]
     edges += links
     if retired or edges:
-        mem.store.upsert([*retired, *fresh], _dedupe(edges))
+        mem.store.upsert([*retired, *fresh], dedupe_edges(edges))
     result.links = links
     result.new_versions = fresh
     log.info(
@@ -328,8 +328,12 @@ def _refreshed(
     return new, f"refreshed by {by}: " + "; ".join(parts)
 
 
-def _carried_edges(mem: GraphMemory, namespace: str, renamed: dict[str, str]) -> list[Edge]:
-    """The old versions' edges that describe their content, re-drawn on the new versions."""
+def carried_edges(mem: GraphMemory, namespace: str, renamed: dict[str, str]) -> list[Edge]:
+    """The old versions' edges that describe their content, re-drawn on the new versions.
+
+    ``renamed`` maps each old id to its new version's id (several old ids may map to one new
+    version when versions merge; an edge between two of them is dropped, not made a loop).
+    """
     out: list[Edge] = []
     for old_id in renamed:
         for edge in mem.store.edges(namespace, old_id, direction="both"):
@@ -337,19 +341,16 @@ def _carried_edges(mem: GraphMemory, namespace: str, renamed: dict[str, str]) ->
                 continue
             if edge.kind is EdgeKind.ABOUT and edge.dst != old_id:
                 continue  # a tip's own ABOUT edges (tips have no context to refresh anyway)
+            src, dst = renamed.get(edge.src, edge.src), renamed.get(edge.dst, edge.dst)
+            if src == dst:
+                continue
             out.append(
-                Edge(
-                    namespace=namespace,
-                    kind=edge.kind,
-                    src=renamed.get(edge.src, edge.src),
-                    dst=renamed.get(edge.dst, edge.dst),
-                    props=dict(edge.props),
-                )
+                Edge(namespace=namespace, kind=edge.kind, src=src, dst=dst, props=dict(edge.props))
             )
     return out
 
 
-def _dedupe(edges: list[Edge]) -> list[Edge]:
+def dedupe_edges(edges: list[Edge]) -> list[Edge]:
     """Later edges with the same identity merge their props into earlier ones."""
     merged: dict[tuple[str, str, str, str], Edge] = {}
     for edge in edges:
@@ -368,6 +369,8 @@ __all__ = [
     "EvolutionResult",
     "NeighbourSeen",
     "NeighbourVersion",
+    "carried_edges",
+    "dedupe_edges",
     "describe",
     "evolve",
     "evolve_many",

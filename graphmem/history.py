@@ -230,6 +230,95 @@ def history(mem: GraphMemory, namespace: str, memory_id: str) -> History:
     return History(memory=memory, versions=versions, links=links, tips=tips, episodes=episodes)
 
 
+class Chain(BaseModel):
+    """A version chain: a newest version and the EVOLVED_FROM path back to its first one."""
+
+    ids: list[str] = Field(description="Newest first, along the longest EVOLVED_FROM path.")
+    kind: str
+    version: int = Field(description="The newest version's number.")
+    obsolete: bool = Field(description="Whether the newest version is obsolete too.")
+    summary: str
+    changes: list[str] = Field(description="The change each version made, oldest first.")
+
+    @property
+    def length(self) -> int:
+        """How many versions the chain has."""
+        return len(self.ids)
+
+
+def version_chains(mem: GraphMemory, namespace: str, *, limit: int = 10) -> list[Chain]:
+    """The longest EVOLVED_FROM chains of a namespace, longest first (at most ``limit``).
+
+    Each starts at a newest version (nothing EVOLVED_FROM it) and follows the longest path
+    back; a merge (a version EVOLVED_FROM several) counts its longest branch.
+    """
+    check_namespace(namespace)
+    older: dict[str, list[tuple[str, str | None]]] = {}
+    for edge in mem.store.iter_edges(namespace):
+        if edge.kind is EdgeKind.EVOLVED_FROM:
+            change = edge.props.get("change")
+            why = None if change is None else str(change)
+            older.setdefault(edge.src, []).append((edge.dst, why))
+    newer = {dst for pairs in older.values() for dst, _ in pairs}
+    depth = _depths(older)
+
+    def path(memory_id: str) -> list[tuple[str, str | None]]:
+        """[(id, the change that made it)] from ``memory_id`` back along the deepest branch."""
+        out: list[tuple[str, str | None]] = []
+        current: str | None = memory_id
+        while current is not None and len(out) < MAX_VERSIONS:
+            choices = sorted(older.get(current, []), key=lambda c: (-depth.get(c[0], 1), c[0]))
+            out.append((current, choices[0][1] if choices else None))
+            current = choices[0][0] if choices else None
+            if current is not None and any(current == i for i, _ in out):
+                break  # a cycle (an imported graph can hold anything)
+        return out
+
+    heads = sorted(i for i in older if i not in newer)
+    found = {head: path(head) for head in heads}
+    ranked = sorted(found.items(), key=lambda kv: (-len(kv[1]), kv[0]))[: max(0, limit)]
+    nodes = {m.id: m for m in mem.store.get_many(namespace, [head for head, _ in ranked])}
+    chains: list[Chain] = []
+    for head, steps in ranked:
+        memory = nodes.get(head)
+        if memory is None:
+            continue
+        chains.append(
+            Chain(
+                ids=[i for i, _ in steps],
+                kind=memory.kind,
+                version=memory.version,
+                obsolete=memory.obsolete,
+                summary=summarize(memory),
+                changes=[c for _, c in reversed(steps) if c is not None],
+            )
+        )
+    return chains
+
+
+def _depths(older: dict[str, list[tuple[str, str | None]]]) -> dict[str, int]:
+    """Versions on the longest EVOLVED_FROM path from each id (itself included); cycle-safe."""
+    depth: dict[str, int] = {}
+    for start in older:
+        stack = [start]
+        on_path: set[str] = set()
+        while stack:
+            current = stack[-1]
+            if current in depth:
+                stack.pop()
+                continue
+            on_path.add(current)
+            pending = [d for d, _ in older.get(current, []) if d not in depth and d not in on_path]
+            if pending and len(on_path) < MAX_VERSIONS:
+                stack.extend(pending)
+                continue
+            below = [depth.get(d, 1) for d, _ in older.get(current, []) if d not in on_path]
+            depth[current] = 1 + max(below, default=0)
+            on_path.discard(current)
+            stack.pop()
+    return depth
+
+
 def summarize(memory: AnyMemory, limit: int = 80) -> str:
     """One short line saying what a memory holds."""
     if isinstance(memory, Note):
@@ -272,4 +361,13 @@ def _short(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-__all__ = ["EpisodeRecord", "History", "Link", "Version", "history", "summarize"]
+__all__ = [
+    "Chain",
+    "EpisodeRecord",
+    "History",
+    "Link",
+    "Version",
+    "history",
+    "summarize",
+    "version_chains",
+]

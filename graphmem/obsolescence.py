@@ -5,7 +5,8 @@ A demoted memory is marked ``obsolete`` with a reason: retrieval skips it, the g
 
 - *demotion* (Mem^p "Remove(M_obso)", made reversible by :func:`restore`): after at least
   ``min_uses`` uses its Q is still below a threshold that follows Q0 and the rewards
-  (:class:`~graphmem.config.ObsolescenceConfig`); never the best live procedure of a task;
+  (:class:`~graphmem.config.ObsolescenceConfig`); never the best live procedure of a task,
+  nor the best live note of a subject (so never the only memory of either);
 - *supersession*: a replacement proved itself (``(new)-[:SUPERSEDES {at}]->(old)``), and the old
   one is marked obsolete with the reason ``"superseded by <new id>"``.
 
@@ -40,6 +41,7 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     MemoryKind,
+    Note,
     Procedure,
     check_id,
     check_namespace,
@@ -112,8 +114,13 @@ def demote(
     leave retrieval nothing, or only worse, to return for that task, silently. Q is global, so
     a good procedure is also charged for failures of other tasks it was retrieved for; this
     keeps such a dragged-down winner. It is kept and a warning logged instead. "A task" is the
-    procedures' task text (:func:`_task_key`). Notes, tips and tasks are not alternatives to
-    one another, so they have no such guard.
+    procedures' task text (:func:`_task_key`).
+
+    Notes get the same guard per subject (:func:`note_subject`: a ``subject:<name>`` tag, or
+    a header first line such as ``"Facts about fry:"``): the best live note of a subject, and
+    so the only one, is never demoted. A true fact is charged for failures it did not cause
+    (the reward is the game's), and demoting it would delete what is known about its subject.
+    Notes without a subject, tips and tasks have no such guard.
     """
     check_namespace(namespace)
     cfg = config if config is not None else mem.config.obsolescence
@@ -131,6 +138,21 @@ def demote(
     demoted: set[str] = set()
     for memory in chosen:
         reason = demotion_reason(memory, below)
+        if isinstance(memory, Note) and memory.embedding is not None:
+            subject = note_subject(memory)
+            if subject is not None:
+                rivals = _subject_notes(mem, namespace, memory, subject, demoted)
+                if _best({**rivals, memory.id: memory.q}) == memory.id:
+                    log.warning(
+                        "not demoting note %s in ns=%s (%s): it is the %s live note of "
+                        "subject %.80r",
+                        memory.id,
+                        namespace,
+                        reason,
+                        f"best of {len(rivals) + 1}" if rivals else "only",
+                        subject,
+                    )
+                    continue
         if isinstance(memory, Procedure) and memory.embedding is not None:
             rivals = _task_procedures(mem, namespace, memory, memory.embedding, demoted)
             if _best({**rivals, memory.id: memory.q}) == memory.id:
@@ -188,6 +210,48 @@ def _task_procedures(
         and r.memory.id != procedure.id
         and r.memory.id not in demoted
         and _task_key(r.memory) == task
+    }
+    for gone in mem.store.superseded(namespace, list(rivals)) if rivals else ():
+        rivals.pop(gone, None)
+    return rivals
+
+
+SUBJECT_TAG = "subject:"
+"""Prefix of a note tag naming what the note is about (``subject:fry``)."""
+
+
+def note_subject(note: Note) -> str | None:
+    """What a note is about, for the demotion guard: its ``subject:`` tag, else its first line
+    when that is a header (ends with ``:``, as ``"Facts about fry:"``), folded; None if neither.
+
+    >>> note_subject(Note(namespace="n", content="Facts about fry:\\nfry means cook in stove"))
+    'facts about fry:'
+    >>> note_subject(Note(namespace="n", content="The lift is on the left.")) is None
+    True
+    """
+    for tag in note.tags:
+        if tag.startswith(SUBJECT_TAG) and tag[len(SUBJECT_TAG) :].strip():
+            return " ".join(tag[len(SUBJECT_TAG) :].split()).lower()
+    first = note.content.split("\n", 1)[0].strip()
+    if first.endswith(":") and len(first) > 1:
+        return " ".join(first.split()).lower()
+    return None
+
+
+def _subject_notes(
+    mem: GraphMemory, namespace: str, note: Note, subject: str, demoted: set[str]
+) -> dict[str, float]:
+    """The other live notes of ``note``'s subject that retrieval can return, with their Q
+    (its nearest notes; superseded ones and those just ``demoted`` dropped)."""
+    assert note.embedding is not None
+    recalled = mem.store.recall(namespace, note.embedding, _RIVALS, kinds=[MemoryKind.NOTE])
+    rivals = {
+        r.memory.id: r.memory.q
+        for r in recalled
+        if isinstance(r.memory, Note)
+        and r.memory.id != note.id
+        and r.memory.id not in demoted
+        and note_subject(r.memory) == subject
     }
     for gone in mem.store.superseded(namespace, list(rivals)) if rivals else ():
         rivals.pop(gone, None)
@@ -291,10 +355,12 @@ def validate_replacements(
 
 
 __all__ = [
+    "SUBJECT_TAG",
     "SUPERSEDED_BY",
     "Demotion",
     "Supersession",
     "demote",
+    "note_subject",
     "obsolescent",
     "restore",
     "restore_in",

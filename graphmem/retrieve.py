@@ -282,7 +282,11 @@ def _similar_candidates(
     k = cfg.k1
     for _ in range(_MAX_REFILLS):
         recalled = store.recall(namespace, vector, k, kinds=kinds, min_sim=cfg.floor)
-        dropped = _superseded(store, namespace, [r.memory for r in recalled])
+        # Stores that flag superseded memories in recall (Neo4j) spare the second round trip.
+        dropped = {r.memory.id for r in recalled if r.superseded}
+        dropped |= _superseded(
+            store, namespace, [r.memory for r in recalled if r.superseded is None]
+        )
         live = [r for r in recalled if r.memory.id not in dropped]
         # Superseded memories took places in the top k: ask for more until k1 live ones are in
         # hand or the namespace has no more.

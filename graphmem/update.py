@@ -8,10 +8,12 @@ Strategies (:class:`~graphmem.config.UpdateStrategy`):
 
 Reflection on a failure (adjustment), all LLM calls before any write, one atomic write after:
 
-1. a *reference*: the most similar successful procedure (recalled by the task key, at least
-   ``UpdateConfig.reference_floor`` similar), whose steps ground the reflection;
-2. ``reflect`` through the LLM layer (offline rule without a model: the step where the attempt
-   left the reference, else the action repeated without progress, else the last action);
+1. a *reference*: the best successful procedure of a similar task (recalled by the task key,
+   at least ``UpdateConfig.reference_floor`` similar; this very task's first, then the most
+   similar, then the highest Q), whose steps ground the reflection;
+2. ``reflect`` through the LLM layer (offline rule without a model: the attempt aligned with
+   the reference, the first reference step it missed or got wrong; else the action repeated
+   without progress, else the last action);
 3. a :class:`~graphmem.models.Tip` (EMPO² "tip", Mem^p "adjustment"), ``ABOUT`` the task and the
    procedures the episode retrieved (identical tips are stored once and gain edges);
 4. for a retrieved procedure that failed, a *corrected procedure* (a script with its own step
@@ -20,7 +22,12 @@ Reflection on a failure (adjustment), all LLM calls before any write, one atomic
    procedure); else, only when the failing procedure was itself a failed attempt, the failed
    trajectory cut before the step that went wrong, with the tip as the script's note. No
    correction is written when it would repeat the procedure's own steps (the failure was not the
-   procedure's: the tip carries the lesson).
+   procedure's: the tip carries the lesson); ``UpdateResult.not_corrected`` says why, per
+   procedure.
+
+The Task a reflection is about is the one ``build`` keyed for the task text, whatever
+``key_mode`` it was given (the task a retrieved procedure of that text hangs off, else one of
+that text under any key mode); only a task never built gets a new Task.
 
 The failing procedure is kept live: the correction starts at the neutral Q0 and competes with it
 in retrieval; when an episode that used the correction succeeds and the correction's Q passes the
@@ -116,6 +123,10 @@ class UpdateResult(BaseModel):
     )
     tips: list[Tip] = Field(default_factory=list)
     adjusted: list[Correction] = Field(default_factory=list)
+    not_corrected: dict[str, str] = Field(
+        default_factory=dict,
+        description="Retrieved procedures given no corrected version, each with why.",
+    )
     superseded: list[Supersession] = Field(default_factory=list)
     demoted: list[Demotion] = Field(
         default_factory=list,
@@ -193,7 +204,8 @@ def _adjust(
     """Reflect on a failed trajectory: a Tip, and corrected procedures (module docstring)."""
     cfg = mem.config.update
     budget = CallBudget(mem.config.max_llm_calls)
-    task, task_is_new = _task(mem, namespace, traj, budget)
+    procedures = [m for m in retrieved if isinstance(m, Procedure)]
+    task, task_is_new = _task(mem, namespace, traj, procedures, budget)
     reference, reference_steps = _reference(mem, namespace, task)
     produced = ops.reflect(mem.llm, traj.task, traj.steps, reference_steps or None, budget)
     reflection = produced.value
@@ -205,7 +217,6 @@ def _adjust(
     tip, tip_is_new = _tip(mem, namespace, traj, reflection, produced, source_ref)
     if tip_is_new:
         nodes.append(tip)
-    procedures = [m for m in retrieved if isinstance(m, Procedure)]
     about: dict[str, Any] = {"source": "reflect"}
     if episode_id is not None:
         about["episode"] = episode_id
@@ -223,13 +234,15 @@ def _adjust(
         planned = _corrected_steps(
             mem, namespace, proc, traj, reflection, produced, reference, reference_steps
         )
-        if planned is None:
+        if isinstance(planned, str):
+            result.not_corrected[proc.id] = planned
             continue
         steps, success, reward, change = planned
         correction = _correction(
             mem, namespace, proc, steps, success, reward, change, tip, produced, source_ref
         )
-        if correction is None:
+        if isinstance(correction, str):
+            result.not_corrected[proc.id] = correction
             continue
         corrections.append(correction)
         nodes += [correction.procedure, *correction.steps]
@@ -248,18 +261,39 @@ def _adjust(
         "new" if tip_is_new else "existing",
         len(corrections),
     )
+    for proc_id, why in result.not_corrected.items():
+        log.info("adjustment ns=%s: no corrected version of %s: %s", namespace, proc_id, why)
 
 
 def _task(
-    mem: GraphMemory, namespace: str, traj: Trajectory, budget: CallBudget
+    mem: GraphMemory,
+    namespace: str,
+    traj: Trajectory,
+    procedures: list[Procedure],
+    budget: CallBudget,
 ) -> tuple[Task, bool]:
-    """The Task node of the failed attempt: the one ``build`` made for this text, else a new one
-    keyed the same way ``build`` would key it."""
+    """The Task the failed attempt is about, the one ``build`` keyed for this task text.
+
+    First the task a retrieved procedure of this very task hangs off (SOLVED_BY), then the
+    Task of this text under any key mode (the configured one first: ``build`` may have been
+    given another ``key_mode``), else a new one keyed as ``build`` would key it by default.
+    """
+    text = _norm(traj.task)
+    for proc in procedures:
+        if _norm(proc.task_text) != text:
+            continue
+        for _, other in mem.store.neighbours(
+            namespace, proc.id, kinds=[EdgeKind.SOLVED_BY], direction="in"
+        ):
+            if isinstance(other, Task) and _norm(other.text) == text:
+                return other, False
     mode = mem.config.key_mode
+    for each in [mode, *(m for m in KeyMode if m is not mode)]:
+        digest = content_hash("task", each.value, traj.task)
+        found = mem.store.find_by_hash(namespace, MemoryKind.TASK, digest)
+        if isinstance(found, Task):
+            return found, False
     digest = content_hash("task", mode.value, traj.task)
-    found = mem.store.find_by_hash(namespace, MemoryKind.TASK, digest)
-    if isinstance(found, Task):
-        return found, False
     created_by = producer(mem.llm)
     key = traj.task
     if mode is KeyMode.KEYWORDS:
@@ -284,7 +318,12 @@ def _task(
 def _reference(
     mem: GraphMemory, namespace: str, task: Task
 ) -> tuple[Procedure | None, list[TrajectoryStep]]:
-    """The most similar successful live procedure with steps, and its steps."""
+    """The best successful live procedure of a similar task, with its steps.
+
+    Among the procedures recalled by the task's key at least ``reference_floor`` similar: one
+    of this very task first, then the most similar (a look-alike task's steps transfer best),
+    then the highest learned Q.
+    """
     cfg = mem.config.update
     if cfg.reference_k == 0:
         return None, []
@@ -296,10 +335,17 @@ def _reference(
         kinds=[MemoryKind.PROCEDURE],
         min_sim=cfg.reference_floor,
     )
-    for hit in recalled:
-        proc = hit.memory
-        if not isinstance(proc, Procedure) or not proc.success:
-            continue
+    candidates = [
+        (hit.memory, hit.sim)
+        for hit in recalled
+        if isinstance(hit.memory, Procedure) and hit.memory.success and not hit.memory.obsolete
+    ]
+    if candidates:
+        gone = set(mem.store.superseded(namespace, [p.id for p, _ in candidates]))
+        candidates = [(p, sim) for p, sim in candidates if p.id not in gone]
+    text = _norm(task.text)
+    candidates.sort(key=lambda c: (_norm(c[0].task_text) != text, -c[1], -c[0].q, c[0].id))
+    for proc, _ in candidates:
         steps, _ = procedure_chain(mem.store, namespace, proc.id)
         if steps:
             return proc, [_as_step(s) for s in steps]
@@ -347,14 +393,17 @@ def _corrected_steps(
     produced: Produced[Reflection],
     reference: Procedure | None,
     reference_steps: list[TrajectoryStep],
-) -> _Planned | None:
-    """(steps, success, reward, change) of the correction of ``proc``, or None (see module)."""
+) -> _Planned | str:
+    """(steps, success, reward, change) of the correction of ``proc``, or why there is none
+    (module docstring)."""
     if produced.by_model and reflection.corrected_steps:
         steps = [TrajectoryStep(action=a) for a in reflection.corrected_steps]
         return steps, True, 0.0, f"corrected steps from reflection by {produced.created_by}"
+    earlier = reference is not None and reference.id in _ancestors(mem, namespace, proc.id)
     if (
         reference is not None
         and reference_steps
+        and not earlier
         and not _same_source(mem, namespace, proc, reference)
     ):
         return reference_steps, True, reference.reward, f"steps of successful {reference.id}"
@@ -365,7 +414,37 @@ def _corrected_steps(
         )
         what = f": '{_flat(failed.action)}' failed" if failed is not None else ""
         return cut, False, traj.reward, f"cut after step {len(cut)}{what}"
-    return None
+    if earlier:
+        return (
+            "the successful procedure the attempt was compared with is an earlier version of it: "
+            "a correction would only undo one"
+        )
+    if reference is not None and reference_steps:
+        return (
+            "it is the successful procedure the attempt was compared with: the attempt left its "
+            "steps, so the tip is the lesson"
+        )
+    if proc.success:
+        return "no successful procedure of a similar task differs from it to correct it from"
+    return "the reflection located no step to cut the failed attempt at"
+
+
+def _ancestors(mem: GraphMemory, namespace: str, memory_id: str, limit: int = 50) -> set[str]:
+    """The earlier versions of a memory (EVOLVED_FROM, any depth up to ``limit``) and the
+    trajectories they were distilled from (not its own: see :func:`_same_source`)."""
+    found: set[str] = set()
+    frontier = [memory_id]
+    while frontier and len(found) < limit:
+        current = frontier.pop()
+        kinds = [EdgeKind.EVOLVED_FROM]
+        if current != memory_id:
+            kinds.append(EdgeKind.DISTILLED_FROM)
+        for edge in mem.store.edges(namespace, current, kinds=kinds):
+            if edge.dst not in found and edge.dst != memory_id:
+                found.add(edge.dst)
+                if edge.kind is EdgeKind.EVOLVED_FROM:
+                    frontier.append(edge.dst)
+    return found
 
 
 def _same_source(mem: GraphMemory, namespace: str, proc: Procedure, other: Procedure) -> bool:
@@ -387,17 +466,19 @@ def _correction(
     tip: Tip,
     produced: Produced[Reflection],
     source_ref: str,
-) -> Correction | None:
-    """A new version of ``proc`` with ``steps``, or None when that changes nothing or exists."""
+) -> Correction | str:
+    """A new version of ``proc`` with ``steps``, or why not (it would change nothing, or the
+    same correction exists)."""
     actions = [_flat(s.action) for s in steps if s.action.strip()]
     if not actions:
-        return None
+        return "the corrected steps would be empty"
     own, _ = procedure_chain(mem.store, namespace, proc.id)
     if [_norm(a) for a in actions] == [_norm(s.action) for s in own]:
-        return None  # the procedure was right; the tip is the lesson
+        return "the correction would repeat its own steps: the tip is the lesson"
     digest = content_hash("adjusted", proc.key, *actions)
-    if mem.store.find_by_hash(namespace, MemoryKind.PROCEDURE, digest) is not None:
-        return None  # the same correction was written before
+    same = mem.store.find_by_hash(namespace, MemoryKind.PROCEDURE, digest)
+    if same is not None:
+        return f"the same correction was written before ({same.id})"
     script = Script(
         steps=actions,
         notes=f"corrected after a failed attempt at '{_flat(proc.task_text)}': {tip.text}",

@@ -138,7 +138,8 @@ def test_textworld_smoke_writes_tables_and_plot(tmp_path: Path) -> None:
         assert all(1 <= e["steps"] <= 30 and e["llm_calls"] == 0 for e in episodes)
     assert len(rows["two-phase"]["success_per_block"]) == 2  # blocks of 3
     assert not any(rows["none"]["memories"].values())
-    assert rows["two-phase"]["memories"].get("Episode") == 8  # every game retrieved
+    # Credit by use: an Episode for each game that acted on a memory (not every game did).
+    assert 1 <= rows["two-phase"]["memories"].get("Episode", 0) <= 8
     assert rows["two-phase"]["memories"].get("Note", 0) >= 1  # facts were learned
     markdown = (tmp_path / "learning_twc_b30.md").read_text(encoding="utf-8")
     assert "## Success per block of 3" in markdown

@@ -138,3 +138,19 @@ def test_cli_without_a_checkout_says_where_the_benchmarks_are(
         cli_bench.load("bench.speed")
     assert cli.main(["bench", "quality"]) == 2
     assert "bench/ folder" in capsys.readouterr().err
+
+
+def test_speed_scale_corpus_mixes_namespaces_and_kinds() -> None:
+    scale = cli_bench.load("bench.speed_scale")
+    sizes = scale.namespace_sizes(20_000)
+    assert sum(sizes) == 20_000 and sizes == sorted(sizes, reverse=True)
+    assert 0.1 < sizes[0] / 20_000 < 0.3 and sizes[-1] > 0
+    corpus = scale.Corpus(20_000, seed=3)
+    batches = list(corpus.batches())
+    assert sum(count for _, _, count in batches) == 20_000
+    memories = corpus.memories(*batches[0])
+    kinds = {m.kind for m in memories}
+    assert {"Note", "Procedure", "Tip", "Task", "Step"} <= {str(k) for k in kinds}
+    assert all((m.embedding is None) == (str(m.kind) == "Step") for m in memories)
+    again = corpus.memories(*batches[0])
+    assert [m.embedding for m in again] == [m.embedding for m in memories]  # deterministic

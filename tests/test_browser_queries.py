@@ -25,6 +25,7 @@ import pytest
 
 from graphmem.models import MEMORY_CLASSES, EdgeKind, MemoryKind
 from graphmem.stores.base import MemoryStore
+from graphmem.stores.cypher import Q_LABEL
 from graphmem.testing import unique_namespace
 from graphmem.viz.sample import SampleIds, load_sample
 
@@ -166,11 +167,12 @@ def test_grass_parses_as_browser_reads_it() -> None:
         for field in re.findall(r"\{(\w+)\}", caption):
             if selector.startswith("node.") and selector[5:] in {k.value for k in MemoryKind}:
                 model = MEMORY_CLASSES[MemoryKind(selector[5:])]
-                assert field in model.model_fields, f"{selector} caption uses unknown {field}"
+                known = {*model.model_fields, Q_LABEL}  # q_label: Q rounded, for captions
+                assert field in known, f"{selector} caption uses unknown {field}"
             elif selector.startswith("relationship."):
                 assert field in EDGE_PROPS, f"{selector} caption uses unknown {field}"
     for kind in (MemoryKind.TASK, MemoryKind.PROCEDURE, MemoryKind.TIP, MemoryKind.NOTE):
-        assert "{q}" in rules[f"node.{kind.value}"]["caption"], f"{kind}: Q is visible"
+        assert "{q_label}" in rules[f"node.{kind.value}"]["caption"], f"{kind}: Q is visible"
     assert "{index}" in rules["node.Step"]["caption"]
     assert "{action}" in rules["node.Step"]["caption"]
 

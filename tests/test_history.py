@@ -121,3 +121,53 @@ def test_history_of_a_plain_memory_and_unknown_ids(mem: GraphMemory, namespace: 
     assert "Links: none" in h.render() and "Episodes: none" in h.render()
     with pytest.raises(MemoryNotFound):
         mem.history(namespace, "missing")
+
+
+def _note_chain(mem: GraphMemory, namespace: str, versions: int) -> list[str]:
+    from graphmem.build import revise_note
+
+    note = mem.add_note(namespace, "Soup: heat it on the stove.")
+    ids = [note.id]
+    for n in range(2, versions + 1):
+        content = f"Soup: heat it on the stove, {n} minutes."
+        ids.append(revise_note(mem, namespace, [ids[-1]], content, change=f"to {n} min").id)
+    return ids
+
+
+def test_version_chains_lists_the_longest_first(mem: GraphMemory, namespace: str) -> None:
+    from graphmem.history import version_chains
+
+    long = _note_chain(mem, namespace, 3)
+    other = mem.add_note(namespace, "Bread: bake at 220 degrees.")
+    from graphmem.build import revise_note
+
+    short = revise_note(mem, namespace, [other.id], f"{other.content} For 30 min.", change="time")
+    chains = version_chains(mem, namespace)
+    assert [c.ids for c in chains] == [long[::-1], [short.id, other.id]]
+    assert chains[0].length == 3 and chains[0].version == 3 and chains[0].kind == "Note"
+    assert chains[0].changes == ["to 2 min", "to 3 min"]
+    assert version_chains(mem, namespace, limit=1)[0].ids == long[::-1]
+
+
+def test_history_command_shows_the_longest_chain(
+    tmp_path: object, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pathlib import Path
+
+    from graphmem.cli import main
+    from graphmem.stores.embedded import EmbeddedStore
+
+    path = Path(str(tmp_path)) / "store"
+    with GraphMemory(EmbeddedStore.open(path), embedder=HashingEmbedder(384)) as mem:
+        ids = _note_chain(mem, "cli", 3)
+    monkeypatch.delenv("GRAPHMEM_NEO4J_URI", raising=False)
+    monkeypatch.setenv("GRAPHMEM_STORE", str(path))
+    assert main(["history", "cli"]) == 0
+    out = capsys.readouterr().out
+    assert f"3 versions: Note {ids[-1]} v3" in out
+    assert f"evolved from {ids[0]}: to 2 min" in out and "v3 " in out
+    assert main(["history", "cli", ids[0], "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [v["version"] for v in data["history"]["versions"]] == [1, 2, 3]
+    assert main(["history", "empty-ns"]) == 0
+    assert "no version chains" in capsys.readouterr().out

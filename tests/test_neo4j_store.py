@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -241,6 +241,50 @@ def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
     hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
     assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
     assert neo.recall(namespace, vec(DIM, 1), 4, kinds=["Procedure"]) == []
+
+
+class _OneVector:
+    """An embedder that maps every text to vec(DIM, 1)."""
+
+    name = "one-vector"
+    dimension = DIM
+
+    def embed(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        return np.array([vec(DIM, 1) for _ in texts], dtype=np.float32)
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+@pytest.mark.parametrize("mode", ["search", "procedure", "exact"])
+def test_recall_flags_superseded_memories_so_retrieval_takes_one_round_trip(
+    neo: Neo4jStore, namespace: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem import GraphMemory
+
+    if mode == "search" and neo._index_mode(DIM) != "search":
+        pytest.skip("this server has no in-index filtered search")
+    neo.upsert(
+        [note(namespace, f"n{i}", f"n{i}", vec(DIM, 1, 0.1 * i)) for i in range(6)],
+        [Edge(namespace=namespace, kind=EdgeKind.SUPERSEDES, src="n5", dst="n0")],
+    )
+    monkeypatch.setattr(neo, "_index_ready", mode)
+    hits = neo.recall(namespace, vec(DIM, 1), 3)
+    assert [(h.memory.id, h.superseded) for h in hits] == [
+        ("n0", True),
+        ("n1", False),
+        ("n2", False),
+    ]
+    assert hits[0].memory.embedding is not None
+
+    def no_second_trip(*args: object) -> set[str]:
+        raise AssertionError("retrieve asked superseded() although recall said")
+
+    monkeypatch.setattr(neo, "superseded", no_second_trip)
+    mem = GraphMemory(neo, embedder=_OneVector())
+    got = mem.retrieve(namespace, "q", k1=3, k2=3, lam=0.0, kinds=("Note",))
+    assert [h.memory.id for h in got.hits] == ["n1", "n2", "n3"]
 
 
 def _hammer(namespace: str, memory_id: str, reward: float, alpha: float, n: int) -> None:

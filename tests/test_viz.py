@@ -6,6 +6,7 @@ tests depend on no build / retrieve code. They run on every store of the ``store
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -20,11 +21,12 @@ import pytest
 from graphmem import viz
 from graphmem.cli import main
 from graphmem.errors import InvalidInput, InvalidNamespace, MemoryNotFound
-from graphmem.models import Edge, Procedure, Step, Task, Tip
+from graphmem.models import AnyMemory, Edge, Episode, Note, Procedure, Step, Task, Tip
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.testing import HOSTILE_TEXTS
 from graphmem.viz.graph import q_colour
+from graphmem.viz.layout import STEPS_PER_ROW, layout, node_box
 from graphmem.viz.sample import SampleIds, load_sample
 
 WEB_HOSTILE = (
@@ -459,3 +461,146 @@ def test_cli_errors_are_one_line(
         assert message in done.stderr and "Traceback" not in done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.html").exists()
+
+
+# ---- layout: long chains, identical procedures, episode ranks ------------------------------
+
+
+def chain_store(store: MemoryStore, namespace: str, steps: int = 30) -> tuple[Task, list[Step]]:
+    """A task solved twice with the same ``steps`` actions (two procedures, two chains)."""
+    task = Task(namespace=namespace, text="Cook the long recipe", key="long recipe")
+    procs = [
+        Procedure(namespace=namespace, task_text=task.text, key=task.key, granularity=g, q=q)
+        for g, q in (("script", 0.5), ("trajectory", 0.8))
+    ]
+    nodes: list[AnyMemory] = [task, *procs]
+    edges = [Edge(namespace=namespace, kind="SOLVED_BY", src=task.id, dst=p.id) for p in procs]
+    chains: list[list[Step]] = []
+    for proc in procs:
+        chain = [
+            Step(namespace=namespace, procedure_id=proc.id, index=i, action=f"open door {i}")
+            for i in range(steps)
+        ]
+        chains.append(chain)
+        nodes += chain
+        edges.append(Edge(namespace=namespace, kind="FIRST_STEP", src=proc.id, dst=chain[0].id))
+        edges += [
+            Edge(namespace=namespace, kind="NEXT", src=a.id, dst=b.id)
+            for a, b in itertools.pairwise(chain)
+        ]
+    store.upsert(nodes, edges, keep_utility=False)
+    return task, chains[1]  # the higher-Q procedure's chain is the one drawn
+
+
+def boxes_overlap(sub: viz.Subgraph) -> list[tuple[str, str]]:
+    pos = layout(sub)
+    boxes = {
+        i: (x - w / 2, y - h / 2, x + w / 2, y + h / 2)
+        for i, (x, y) in pos.items()
+        for w, h in [node_box(sub.nodes[i])]
+    }
+    ids = list(boxes)
+    return [
+        (a, b)
+        for k, a in enumerate(ids)
+        for b in ids[k + 1 :]
+        if boxes[a][0] < boxes[b][2]
+        and boxes[b][0] < boxes[a][2]
+        and boxes[a][1] < boxes[b][3]
+        and boxes[b][1] < boxes[a][3]
+    ]
+
+
+def test_a_long_chain_wraps_into_rows_without_overlaps(store: MemoryStore, namespace: str) -> None:
+    task, chain = chain_store(store, namespace)
+    sub = viz.task_subgraph(store, namespace, task.id)
+    pos = layout(sub)
+    assert set(pos) == set(sub.nodes)
+    assert boxes_overlap(sub) == []
+    rows = {pos[s.id][1] for s in chain}
+    assert len(rows) == -(-len(chain) // STEPS_PER_ROW)  # wrapped, not one 30-step line
+    # Read in order: each step is beside or right below the one before (a snake).
+    for a, b in itertools.pairwise(chain):
+        (xa, ya), (xb, yb) = pos[a.id], pos[b.id]
+        assert ya == yb or (xa == xb and yb > ya)
+
+
+def test_identical_procedures_are_grouped_and_their_steps_drawn_once(
+    store: MemoryStore, namespace: str
+) -> None:
+    task, chain = chain_store(store, namespace, steps=5)
+    sub = viz.task_subgraph(store, namespace, task.id)
+    steps = [n for n in sub.nodes.values() if n.kind == "Step"]
+    assert sorted(n.id for n in steps) == sorted(s.id for s in chain)
+    drawn = next(n for n in sub.nodes.values() if n.kind == "Procedure" and n.q == 0.8)
+    twin = next(n for n in sub.nodes.values() if n.kind == "Procedure" and n.q == 0.5)
+    assert "+1 with the same steps" in drawn.caption
+    assert twin.fields["same steps as"] == drawn.id
+    pos = layout(sub)
+    assert pos[twin.id][0] == pos[drawn.id][0] and pos[twin.id][1] > pos[drawn.id][1]
+    assert "5 Steps" in sub.subtitle
+
+
+def test_png_fallback_draws_a_30_step_chain(
+    store: MemoryStore, namespace: str, tmp_path: Path
+) -> None:
+    pytest.importorskip("matplotlib")
+    from graphmem.viz.png import matplotlib_png
+
+    task, _ = chain_store(store, namespace)
+    png = matplotlib_png(viz.task_subgraph(store, namespace, task.id))
+    assert png.startswith(b"\x89PNG")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert 800 < width < 4000 and 800 < height < 4000  # rows, not a 30-box-wide strip
+
+
+def test_episode_ranks_follow_score_across_in_task_recalls(
+    store: MemoryStore, namespace: str
+) -> None:
+    """Two recalls each rank their hits from 1: the picture ranks all hits by score."""
+    episode = Episode(namespace=namespace, task_text="cook")
+    notes = [Note(namespace=namespace, content=f"fact {i}") for i in range(4)]
+    recalls = [(1, 0.2), (2, -0.5), (1, 0.9), (2, 0.1)]  # (rank in its recall, score)
+    edges = [
+        Edge(
+            namespace=namespace,
+            kind="RETRIEVED",
+            src=episode.id,
+            dst=n.id,
+            props={"rank": rank, "sim": 0.5, "q": 0.5, "score": score},
+        )
+        for n, (rank, score) in zip(notes, recalls, strict=True)
+    ]
+    store.upsert([episode, *notes], edges)
+    sub = viz.episode_subgraph(store, namespace, episode.id)
+    order = [notes[2].id, notes[0].id, notes[3].id, notes[1].id]
+    assert [r["id"] for r in sub.table] == order
+    assert [r["rank"] for r in sub.table] == ["1", "2", "3", "4"]
+    labels = {e.dst: e.label for e in sub.edges if e.kind == "RETRIEVED"}
+    assert [labels[i].split()[0] for i in order] == ["#1", "#2", "#3", "#4"]
+    pos = layout(sub)
+    assert [pos[i][1] for i in order] == sorted(pos[i][1] for i in order)  # top to bottom
+    assert boxes_overlap(sub) == []
+
+
+@pytest.mark.parametrize("games", [5, 30, 300])
+def test_learning_curve_is_a_rolling_mean_at_any_length(games: int, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from graphmem.demo import _plot, curve_window, rolling_rate
+
+    assert rolling_rate([True, False, True, True], 2) == [1.0, 0.5, 0.5, 1.0]
+    assert 3 <= curve_window(games) <= 50
+    wins = [i % 3 == 0 for i in range(games)]
+    path = _plot([False] * games, wins, tmp_path / "curve.png")
+    assert path is not None and path.read_bytes().startswith(b"\x89PNG")
+
+
+def test_graphviz_png_wraps_a_30_step_chain_too(store: MemoryStore, namespace: str) -> None:
+    if shutil.which("dot") is None:
+        pytest.skip("Graphviz is not installed")
+    task, _ = chain_store(store, namespace)
+    sub = viz.task_subgraph(store, namespace, task.id)
+    assert 'pos="' in viz.to_dot(sub, positions=True) and 'pos="' not in viz.to_dot(sub)
+    png = viz.to_png(sub, engine="dot")
+    width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+    assert png.startswith(b"\x89PNG") and width < 2 * height  # rows, not a 30-box strip

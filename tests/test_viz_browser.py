@@ -8,6 +8,8 @@ Skipped without a Chromium (Debian: ``apt-get install chromium``; or set GRAPHME
 from __future__ import annotations
 
 import html
+import itertools
+import json
 import os
 import re
 import shutil
@@ -17,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from graphmem import viz
-from graphmem.models import Edge, Task, Tip
+from graphmem.models import Edge, MemoryKind, Procedure, Step, Task, Tip
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.viz.sample import load_sample
 
@@ -123,6 +125,116 @@ def test_hostile_memory_text_is_shown_not_run(tmp_path: Path) -> None:
     assert status and status.groups() == ("rendered", "2")
     # The text is shown, escaped, in the details panel (the root task is pinned there).
     assert "&lt;/script&gt;&lt;script&gt;document.title" in dom
+
+
+def visible_labels(status: dict[str, str]) -> list[dict[str, object]]:
+    """The captions the page reports wholly inside the graph's frame at the first view."""
+    labels = json.loads(status["visible-labels"])
+    assert isinstance(labels, list)
+    return labels
+
+
+def readable_text(labels: list[dict[str, object]], min_px: float = 10.5) -> str:
+    """All visible caption text drawn at least ``min_px`` high on screen, flattened."""
+    return " ".join(
+        " ".join(str(v["label"]).split())
+        for v in labels
+        if isinstance(v["px"], int | float) and v["px"] >= min_px
+    )
+
+
+def first_steps(page: str, n: int) -> list[str]:
+    """Captions of the first ``n`` steps of the first chain the page draws (the one the layout
+    puts first: the first Procedure, in node order, with a FIRST_STEP edge)."""
+    found = re.search(r'<script type="application/json" id="gm-data">(.*?)</script>', page, re.S)
+    assert found
+    data = json.loads(found.group(1))
+    first = {e["from"]: e["to"] for e in data["edges"] if e["kind"].startswith("FIRST_STEP")}
+    nxt = {e["from"]: e["to"] for e in data["edges"] if e["kind"].startswith("NEXT")}
+    labels = {n["id"]: n["label"] for n in data["nodes"]}
+    procs = [n["id"] for n in data["nodes"] if n["kind"] == "Procedure" and n["id"] in first]
+    out: list[str] = []
+    step = first[procs[0]] if procs else None
+    while step is not None and len(out) < n:
+        out.append(labels[step])
+        step = nxt.get(step)
+    return out
+
+
+def long_chain(store: EmbeddedStore, steps: int = 30) -> tuple[Task, list[Step]]:
+    actions = [f"open door {i} then take item {i}" for i in range(steps)]
+    task = Task(namespace="demo", text="Cook the long recipe", key="long recipe")
+    proc = Procedure(
+        namespace="demo", task_text=task.text, key=task.key, granularity="trajectory", q=0.8
+    )
+    chain = [
+        Step(namespace="demo", procedure_id=proc.id, index=i, action=a)
+        for i, a in enumerate(actions)
+    ]
+    twin = Procedure(namespace="demo", task_text=task.text, key=task.key, granularity="script")
+    twin_chain = [
+        Step(namespace="demo", procedure_id=twin.id, index=i, action=a)
+        for i, a in enumerate(actions)
+    ]
+    edges = [Edge(namespace="demo", kind="SOLVED_BY", src=task.id, dst=p.id) for p in (proc, twin)]
+    for p, c in ((proc, chain), (twin, twin_chain)):
+        edges.append(Edge(namespace="demo", kind="FIRST_STEP", src=p.id, dst=c[0].id))
+        edges += [
+            Edge(namespace="demo", kind="NEXT", src=a.id, dst=b.id)
+            for a, b in itertools.pairwise(c)
+        ]
+    store.upsert([task, proc, twin, *chain, *twin_chain], edges, keep_utility=False)
+    return task, chain
+
+
+@requires_chromium
+def test_a_long_chain_opens_readable_on_its_first_steps(tmp_path: Path) -> None:
+    """30 steps, twice (two procedures with the same steps): the first view is zoomed so the
+    captions are readable, shows the task and the first steps, and draws the twin's steps once."""
+    store = EmbeddedStore.in_memory()
+    task, chain = long_chain(store)
+    sub = viz.task_subgraph(store, "demo", task.id)
+    assert sum(1 for n in sub.nodes.values() if n.kind == MemoryKind.STEP) == len(chain)
+    page = viz.write(sub, tmp_path / "long.html")
+    status = rendered_status(tmp_path, page)
+    assert status["state"] == "rendered", status
+    assert float(status["scale"]) >= 0.75
+    text = readable_text(visible_labels(status))
+    assert "Cook the long recipe" in text
+    for step in chain[:3]:
+        assert f"{step.index}. {step.action}" in text, text
+    assert "+1 with the same steps" in text
+
+
+@requires_chromium
+@pytest.mark.java
+@pytest.mark.slow
+def test_the_demo_chain_page_is_legible(tmp_path: Path) -> None:
+    """The demo's own chain.html, opened as a reader would: a screenshot, and the captions
+    readable in the first view hold the text of the chain's first steps."""
+    from graphmem.demo import run_demo
+    from graphmem.envs.jvm import has_java17
+    from graphmem.settings import Settings
+
+    if not has_java17():
+        pytest.skip("the demo plays text games: needs Java 17")
+    settings = Settings(store_path=tmp_path / "store", embedder="hashing")
+    run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-viz")
+    page = tmp_path / "out" / "chain.html"
+    steps = first_steps(page.read_text(encoding="utf-8"), 3)
+    assert steps, "the demo's picture holds a procedural chain"
+    status = rendered_status(tmp_path, page)
+    assert status["state"] == "rendered", status
+    text = readable_text(visible_labels(status))
+    for caption in steps:
+        assert " ".join(caption.split()) in text, (caption, text)
+    shot = tmp_path / "demo-chain.png"
+    done = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert shot.read_bytes().startswith(b"\x89PNG") and shot.stat().st_size > 40_000
+    keep = os.environ.get("GRAPHMEM_VIZ_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, Path(keep) / "demo-chain.png")
 
 
 @requires_chromium

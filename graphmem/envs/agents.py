@@ -4,6 +4,9 @@ Each explorer solves its game by systematic, novelty-seeking exploration (EMPO²
 actions not yet tried in this room) without the gold path. Given ``hints`` (action sequences or
 facts, see :mod:`graphmem.envs.hints`) it first replays still-valid hinted actions and prefers
 known facts (placements, cooking devices, where ingredients are), falling back to exploration.
+Retrieved procedures handed over with ``offer_procedures`` come first: their steps, adapted to
+the game by :class:`~graphmem.envs.procedures.ProcedureFollower`, are taken where they apply,
+and ``followed_procedures`` names the ones used (the agent flow credits those).
 
 >>> policy = make_explorer("twc")
 >>> policy.begin("Put things away.", hints=["newspaper belongs in side table"], seed=0)
@@ -21,7 +24,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
-from graphmem.envs.hints import Knowledge, parse_hints
+from graphmem.envs.hints import Knowledge, fact_scope, parse_hints
+from graphmem.envs.procedures import Plan, ProcedureFollower
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -68,6 +72,31 @@ class RecallingPolicy(Policy, Protocol):
     def add_hints(self, hints: Sequence[str]) -> None: ...
 
 
+@runtime_checkable
+class UsingPolicy(Policy, Protocol):
+    """A policy that reports which of its hints it acted on (credit by use).
+
+    The agent flow then credits only the memories whose hints were used: a recalled note the
+    policy never acted on neither earns nor loses utility from the episode's reward.
+    """
+
+    def used_hints(self) -> list[str]: ...
+
+
+FactKey = tuple[str, ...]
+"""A fact as the explorers act on it: ("cook", verb, device), ("found", item, place),
+("place", item, place), ("wrong", item, place)."""
+
+
+def fact_keys(knowledge: Knowledge) -> list[FactKey]:
+    """The facts ``knowledge`` holds, as keys."""
+    keys: list[FactKey] = [("cook", v, d) for v, d in knowledge.cook_devices.items()]
+    keys += [("found", i, p) for i, ps in knowledge.found_in.items() for p in ps]
+    keys += [("place", i, p) for i, ps in knowledge.placements.items() for p in ps]
+    keys += [("wrong", i, p) for i, p in knowledge.wrong]
+    return keys
+
+
 def inventory_items(inventory: str) -> list[str]:
     """Item names from TextWorldExpress' inventory text."""
     items: list[str] = []
@@ -95,9 +124,43 @@ class Explorer:
         self.visits: Counter[str] = Counter()
         self.tried: Counter[tuple[str, str]] = Counter()
         self.replay: deque[str] = deque(a for seq in self.knowledge.sequences for a in seq)
+        # Which hint said what: acting on a fact or replaying a step marks its hint used.
+        self.sources: dict[FactKey, set[str]] = {}
+        self.used: dict[str, None] = {}
+        self.replay_src: deque[str] = deque(
+            raw for raw in hints for seq in parse_hints([raw]).sequences for _ in seq
+        )
+        self._index(hints)
         self.valid: frozenset[str] = frozenset()
         self.closed_doors: set[tuple[str, str]] = set()
         self.asked: set[str] = set()
+        self.offer_procedures([])
+
+    # -- remembered procedures (graphmem.envs.procedures) ------------------------------------
+
+    def offer_procedures(self, plans: Sequence[Plan]) -> None:
+        """Retrieved procedures, best first: their adapted steps come before exploring."""
+        self.follower = ProcedureFollower(plans)
+        self.follower.observe(self.task)
+
+    def followed_procedures(self) -> list[str]:
+        """The procedures this episode took steps from (what the reward should credit)."""
+        return self.follower.followed()
+
+    def _follow(self, observation: str) -> Decision | None:
+        """The next applicable step of a remembered procedure; a procedure followed for the
+        first time also hands over the facts its episode showed."""
+        if not self.follower.plans:
+            return None
+        before = set(self.follower.followed())
+        self.follower.observe(observation)
+        step = self.follower.next(sorted(self.valid), room=self.room, allow=self._follow_ok)
+        if step is None:
+            return None
+        if step.procedure_id not in before:
+            facts = parse_hints(self.follower.facts(step.procedure_id))
+            self.knowledge.merge(facts, sequences=False)
+        return self._choose(step.action, step.thought)
 
     # -- memory during the episode ---------------------------------------------------------
 
@@ -115,6 +178,24 @@ class Explorer:
     def add_hints(self, hints: Sequence[str]) -> None:
         """Merge facts recalled during the episode (action sequences are not replayed)."""
         self.knowledge.merge(parse_hints(hints), sequences=False)
+        self._index(hints)
+
+    # -- credit by use -----------------------------------------------------------------------
+
+    def _index(self, hints: Iterable[str]) -> None:
+        for raw in hints:
+            if isinstance(raw, str):
+                for key in fact_keys(parse_hints([raw])):
+                    self.sources.setdefault(key, set()).add(raw)
+
+    def _use(self, *key: str) -> None:
+        """The explorer acts on fact ``key``: the hints that said it were used."""
+        for raw in sorted(self.sources.get(key, ())):
+            self.used.setdefault(raw)
+
+    def used_hints(self) -> list[str]:
+        """The hints this episode acted on (a fact it followed, a step it replayed)."""
+        return list(self.used)
 
     # -- observing -------------------------------------------------------------------------
 
@@ -136,6 +217,7 @@ class Explorer:
                     exits[direction.lower()] = known
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
+        self.follower.feedback(action, observation)
         if action.startswith("move ") and (m := _ROOM.search(observation)) and self.room:
             self.exits.setdefault(self.room, {})[action[5:]] = m.group(1).strip()
 
@@ -151,11 +233,19 @@ class Explorer:
             if action in self.valid and self._replay_ok(action):
                 for _ in range(i + 1):
                     self.replay.popleft()
+                    source = self.replay_src.popleft() if self.replay_src else None
+                if source is not None:
+                    self.used.setdefault(source)
                 return self._choose(action, f"replay remembered step: {action}")
         return None
 
     def _replay_ok(self, action: str) -> bool:
         return action not in self.knowledge.avoid_actions
+
+    def _follow_ok(self, action: str) -> bool:
+        if action.startswith("open door to "):  # a door this game shows open stays as it is
+            return (self.room, action[13:]) in self.closed_doors
+        return self._replay_ok(action)
 
     def _path_to(self, goal: str | None) -> str | None:
         """First direction on the shortest known route to room ``goal`` (None: unvisited rooms)."""
@@ -209,7 +299,7 @@ class Explorer:
 
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         self._see(observation, valid_actions)
-        return self._replay_step() or self._novel()
+        return self._follow(observation) or self._replay_step() or self._novel()
 
 
 class TwcExplorer(Explorer):
@@ -274,6 +364,8 @@ class TwcExplorer(Explorer):
 
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         self._see(observation, valid_actions)
+        if follow := self._follow(observation):
+            return follow
         held = [i for i in inventory_items(inventory) if i not in self.junk]
         k = self.knowledge
         for action in sorted(self.valid):
@@ -285,15 +377,18 @@ class TwcExplorer(Explorer):
         known = [(i, t) for i in held for t in k.targets(i)]
         for item, target in known:
             if f"put {item} in {target}" in self.valid:
+                self._use("place", item, target)
                 return self._choose(
                     f"put {item} in {target}", f"memory: {item} belongs in {target}"
                 )
         for item, target in known:
             if f"open {target}" in self.valid:
+                self._use("place", item, target)
                 return self._choose(f"open {target}", f"open {target} to put {item} there")
         for item, target in known:
             room = self.receptacle_room.get(target)
             if go := self._go_to_room(room, f"go to the {room}: {item} belongs in {target}"):
+                self._use("place", item, target)
                 return go
         # Items whose remembered places this house lacks (all rooms seen) are tried blind too.
         rooms_left = self._path_to(None) is not None
@@ -305,7 +400,9 @@ class TwcExplorer(Explorer):
         for item in unknown:
             for action in sorted(self.valid):
                 put = re.match(r"put (.+?) in (.+)$", action)
-                if put and put.group(1) == item and (item, put.group(2)) not in k.wrong:
+                if put and put.group(1) == item and (item, put.group(2)) in k.wrong:
+                    self._use("wrong", item, put.group(2))  # a known wrong place not tried
+                elif put and put.group(1) == item:
                     return self._choose(action, f"explore: does {item} belong in {put.group(2)}?")
         if held:
             for target in sorted(self.closed.get(self.room, set())):
@@ -356,6 +453,7 @@ class CookingExplorer(Explorer):
         self.devices: dict[str, str] = {}
         self.guesses: dict[str, str] = {}
         self.containers: dict[str, str] = {}
+        self.held: set[str] = set()
 
     def _see(self, observation: str, valid_actions: Sequence[str]) -> None:
         super()._see(observation, valid_actions)
@@ -404,9 +502,13 @@ class CookingExplorer(Explorer):
 
     def _device_for(self, verb: str) -> str | None:
         if verb in self.knowledge.cook_devices:
+            self._use("cook", verb, self.knowledge.cook_devices[verb])
             return self.knowledge.cook_devices[verb]
-        if self._path_to(None) is not None:
-            return None  # see every room (and its devices) before guessing
+        if self._path_to(None) is not None and not self._gathered():
+            # Rooms left and ingredients to find there: their devices may settle the guess.
+            # Once every ingredient is in hand, waiting to see every room (11 in
+            # TextWorldExpress' default house) costs more than the guess risks.
+            return None
         if verb not in self.guesses and self.devices:
             # No knowledge: a guess, and a wrong one fails the game (what memory fixes).
             # Devices known to do another verb are ruled out.
@@ -415,10 +517,14 @@ class CookingExplorer(Explorer):
             self.guesses[verb] = self.rng.choice(options)
         return self.guesses.get(verb)
 
+    def _gathered(self) -> bool:
+        """Every ingredient of the recipe is in hand (as of the last step)."""
+        return bool(self.ingredients) and all(i in self.held for i in self.ingredients)
+
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         self._see(observation, valid_actions)
-        if replay := self._replay_step():
-            return replay
+        if step := self._follow(observation) or self._replay_step():
+            return step
         if not self.read:
             if "read cookbook" in self.valid:
                 return self._choose("read cookbook", "read the recipe first")
@@ -432,6 +538,7 @@ class CookingExplorer(Explorer):
             for name in [*self.ingredients, "knife"]
             if any(h == name or h.endswith(" " + name) for h in raw)
         }
+        self.held = held
         cutting = any(v in _CUT_VERBS for v, _ in self.directions)
         if cutting and "knife" not in held and "take knife" in self.valid:
             return self._choose("take knife", "the recipe needs cutting")
@@ -470,18 +577,39 @@ class CookingExplorer(Explorer):
         return self._explore_for(missing) or self._novel()
 
     def _explore_for(self, missing: Sequence[str]) -> Decision | None:
-        for item in missing:
-            for place in self.knowledge.found_in.get(item, []):
-                if f"open {place}" in self.valid and not self.tried[(self.room, f"open {place}")]:
-                    return self._choose(f"open {place}", f"memory: {item} is found in {place}")
-                room = place if place in self.exits else self.containers.get(place)
-                if go := self._go_to_room(room, f"memory: {item} is found in the {place}"):
-                    return go
+        """Look for ``missing`` ingredients: remembered places in this room first, then the
+        room's other containers, then unvisited rooms.
+
+        Where an item lies holds in one layout only (:func:`~graphmem.envs.hints.fact_scope`):
+        a remembered place is opened when the explorer is in its room anyway, but it is
+        walked to before unvisited rooms only for a fact that holds always; a layout's fact
+        from another game would send the agent across the house for nothing.
+        """
+        remembered = [(i, p) for i in missing for p in self.knowledge.found_in.get(i, [])]
+        for item, place in remembered:
+            if f"open {place}" in self.valid and not self.tried[(self.room, f"open {place}")]:
+                self._use("found", item, place)
+                return self._choose(f"open {place}", f"memory: {item} is found in {place}")
+        trips = [
+            (item, place, fact_scope(f"{item} is found in {place}") == "always")
+            for item, place in remembered
+        ]
+        if go := self._trip(t for t in trips if t[2]):
+            return go
         for container in sorted(c for c, r in self.containers.items() if r == self.room):
             action = f"open {container}"
             if action in self.valid and not self.tried[(self.room, action)]:
                 return self._choose(action, f"explore: look inside the {container}")
-        return self._explore_rooms()
+        return self._explore_rooms() or self._trip(t for t in trips if not t[2])
+
+    def _trip(self, trips: Iterable[tuple[str, str, bool]]) -> Decision | None:
+        """A step toward the first remembered place with a known route."""
+        for item, place, _ in trips:
+            room = place if place in self.exits else self.containers.get(place)
+            if go := self._go_to_room(room, f"memory: {item} is found in the {place}"):
+                self._use("found", item, place)
+                return go
+        return None
 
 
 EXPLORERS: dict[str, type[Explorer]] = {"twc": TwcExplorer, "cookingworld": CookingExplorer}

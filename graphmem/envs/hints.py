@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 _SEQ_SPLIT = re.compile(r"\s*(?:;|->|\n|\|)\s*")
 _PUT = re.compile(r"^put (.+?) (?:in|on) (.+)$")
@@ -183,6 +184,55 @@ def fact_subject(fact: str) -> str | None:
     """
     m = _SUBJECT.match(fact)
     return m.group(1) if m else None
+
+
+Scope = Literal["episode", "layout", "always"]
+"""Where a fact holds: in this episode only, in this game layout (the same map and objects, as
+a replayed seed), or in every game of its kind."""
+
+SCOPES: tuple[Scope, ...] = ("episode", "layout", "always")
+"""Narrowest first."""
+
+SCOPE_TAG = "scope:"
+"""Prefix of the tag that records a fact note's scope (``scope:layout``): a tag, so every store
+persists it and retrieval's text sees it, with no schema change."""
+
+
+def fact_scope(fact: str) -> Scope:
+    """Where a fact from :func:`extract_facts` holds.
+
+    Where an item lies ("block of cheese is found in fridge") is drawn per game: it holds in
+    that layout only. What a cooking verb needs and where an item belongs are rules of the
+    game kind: they hold always. Anything unrecognised is kept to its episode.
+
+    >>> fact_scope("block of cheese is found in fridge"), fact_scope("fry means cook in stove")
+    ('layout', 'always')
+    """
+    text = _norm(fact)
+    if _FOUND.match(text):
+        return "layout"
+    if _COOK_MEANS.match(text) or _BELONGS.match(text) or _NOT_BELONGS.match(text):
+        return "always"
+    return "episode"
+
+
+def scope_tag(facts: Iterable[str]) -> str:
+    """The scope tag of a note holding ``facts``: the narrowest of their scopes.
+
+    >>> scope_tag(["fry means cook in stove", "red apple is found in fridge"])
+    'scope:layout'
+    """
+    scopes = {fact_scope(f) for f in facts} or {"episode"}
+    return SCOPE_TAG + next(s for s in SCOPES if s in scopes)
+
+
+def note_scope(tags: Iterable[str]) -> Scope | None:
+    """The scope a note's tags record (None: not recorded)."""
+    for tag in tags:
+        for scope in SCOPES:
+            if tag == SCOPE_TAG + scope:
+                return scope
+    return None
 
 
 def distill_actions(steps: Sequence[tuple[str, str, float]]) -> list[str]:

@@ -3,7 +3,9 @@
 Procedural memory for ScienceWorld is built from gold trajectories of *train* variations
 (:func:`gold_trajectory`); on a *test* variation the :class:`ReplayAdapter` policy replays the
 nearest remembered procedure, substituting the objects and places that differ between the two
-task descriptions, skipping actions that are not valid now, and falling back to exploration.
+task descriptions (and absent objects by present ones of their kind), deciding conditional
+answers from what it observes, skipping actions that do not apply, and falling back to
+exploration.
 
 >>> substitutions("boil water in the kitchen", "boil milk in the kitchen")
 {'water': 'milk'}
@@ -16,6 +18,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from types import TracebackType
 from typing import Any
 
@@ -81,6 +84,10 @@ class ScienceWorldEnv:
                 self.close()
                 raise InvalidEnvInput(f"unknown ScienceWorld task {self.task!r}; known: {names}")
         return self._env
+
+    def task_names(self) -> list[str]:
+        """Every task type the simulator knows."""
+        return [str(t) for t in self._server().get_task_names()]
 
     def variations(self, fold: str) -> list[int]:
         """The variation indices of ``fold`` (train, dev or test) for this task."""
@@ -260,6 +267,129 @@ def adapt_actions(actions: Sequence[str], subs: Mapping[str, str]) -> list[str]:
     return [pattern.sub(lambda m: subs[m.group(1)], a) for a in actions]
 
 
+_PLACEHOLDERS = frozenset(["substance", "thing", "object", "item", "material"])
+_OPTION = re.compile(r"^\s*(\d+):\s*(.+?)\s*$", re.MULTILINE)
+_CONDITION = re.compile(
+    r"If ((?:[^.]|\.\d)+?), (?:place it in|put it in|move it to|focus on) the ([^.]+?)\.",
+    re.IGNORECASE,
+)
+_THRESHOLD = re.compile(
+    r"\b(above|over|greater than|higher than|more than|below|under|less than|lower than)"
+    r" (-?\d+(?:\.\d+)?)"
+)
+_MEASURED = re.compile(r"(-?\d+(?:\.\d+)?) degrees")
+_LISTED = re.compile(
+    r"(?:^|[\t:,] ?)(?:a|an|the|A|An|The) ([a-z][A-Za-z0-9 \-]*?)(?=,|\.|\(|:| which|$)",
+    re.MULTILINE,
+)
+
+
+def task_object(task: str) -> str | None:
+    """The object of the task's first sentence: ``"Your task is to boil lead."`` -> ``lead``."""
+    m = re.match(r"\s*Your task is to (.+?)(?:\.|, which)", task)
+    if not m:
+        return None
+    phrase = m.group(1).strip()
+    if " of " in phrase:
+        phrase = phrase.rsplit(" of ", 1)[1]
+    else:
+        phrase = phrase.split(" ", 1)[1] if " " in phrase else ""
+    phrase = re.sub(r"^(?:a\(n\)|an|a|the) ", "", phrase.strip())
+    return phrase or None
+
+
+def conditions(task: str) -> list[tuple[str, str]]:
+    """The task's conditional answers: ``If C, place it in the X.`` -> ``[(C, X), ...]``."""
+    return [(c.strip(), x.strip()) for c, x in _CONDITION.findall(task)]
+
+
+def choose_option(prompt: str, intended: str, context: str = "") -> str:
+    """The number of the disambiguation option that best matches the ``intended`` action.
+
+    Options are scored by the words they share with the intended action (the object's own
+    name first), then with ``context`` (e.g. the current room); ties go to the lowest number.
+    """
+    options = _OPTION.findall(prompt)
+    if not options:
+        return "0"
+    want = set(_tokens(intended))
+    where = set(_tokens(context))
+
+    def score(option: tuple[str, str]) -> tuple[int, int, int, int]:
+        head = set(_tokens(option[1].split(" (", 1)[0]))
+        return (
+            len(want & head),
+            -len(head - want),  # "tin" before "tin cup" when the action says tin
+            len(where & set(_tokens(option[1]))),
+            -int(option[0]),
+        )
+
+    best: str = max(options, key=score)[0]
+    return best
+
+
+def visible_objects(text: str) -> list[str]:
+    """Objects a ScienceWorld room description lists (``a black wire`` -> ``black wire``)."""
+    found = [m.strip() for m in _LISTED.findall(text)]
+    return list(dict.fromkeys(f for f in found if f and not f.startswith(("door", "room"))))
+
+
+def _bigrams(text: str) -> set[str]:
+    tokens = _tokens(text)
+    return {f"{a} {b}" for a, b in pairwise(tokens)}
+
+
+def threshold_choice(conds: Sequence[tuple[str, str]], observations: Sequence[str]) -> str | None:
+    """The answer whose ``above/below N`` condition the last measured value satisfies."""
+    value = next(
+        (float(m[-1]) for text in reversed(observations) if (m := _MEASURED.findall(text))),
+        None,
+    )
+    if value is None:
+        return None
+    for cond, answer in conds:
+        if t := _THRESHOLD.search(cond):
+            limit = float(t.group(2))
+            above = t.group(1) in ("above", "over", "greater than", "higher than", "more than")
+            if (value > limit) if above else (value < limit):
+                return answer
+    return None
+
+
+def changed_pairs(before: str, after: str) -> set[str]:
+    """Word pairs of ``after`` that ``before`` lacked (``bulb, which is on`` after ``off``)."""
+    return _bigrams(after) - _bigrams(before)
+
+
+def evidence_choice(
+    conds: Sequence[tuple[str, str]], examples: Sequence[tuple[str, str]], now: set[str]
+) -> str | None:
+    """The answer whose remembered evidence the change this run observed matches.
+
+    ``examples`` are (condition, evidence) pairs from remembered runs; an evidence is the word
+    pairs (``"is on | on a"``) that appeared in the room between the first look and the look
+    before answering. Each condition keeps the pairs all its evidence shares and no other
+    condition's evidence has; the condition whose pairs ``now`` holds best wins. With evidence
+    for one of two conditions only, its pairs' absence means the other condition.
+    None when nothing decides.
+    """
+    by_cond: dict[str, set[str]] = {}
+    for cond, evidence in examples:
+        pairs = {p.strip() for p in evidence.split("|") if p.strip()}
+        by_cond[cond] = by_cond[cond] & pairs if cond in by_cond else pairs
+    others = {c: set().union(*(by_cond[o] for o in by_cond if o != c)) for c in by_cond}
+    own = {c: pairs - others[c] for c, pairs in by_cond.items() if pairs - others[c]}
+    shares = {c: len(pairs & now) / len(pairs) for c, pairs in own.items()}
+    if not shares:
+        return None
+    cond = max(shares, key=lambda c: shares[c])
+    if shares[cond] < 0.5:
+        if len(own) > 1 or len(conds) != 2:
+            return None
+        cond = next(c for c, _ in conds if c != cond)  # the one sign memory knows is absent
+    return next((answer for c, answer in conds if c == cond), None)
+
+
 _ROOM_NAME = re.compile(r"This (?:room|outside location) is called the ([^.]+)\.")
 _MOVED = re.compile(r"You move (?:through the door )?to the ([^.]+)\.")
 _DOOR = re.compile(r"door to the ([^(\n]+?) \(that is (open|closed)\)")
@@ -305,7 +435,15 @@ class ReplayAdapter:
     ``open door to X`` / ``go to X`` become "walk to room X" over the room map learned from
     all hints and from the doors seen so far (variations start in different rooms), a focus on
     something not in sight is skipped (a wrong focus fails the task), and actions the simulator
-    does not know are passed over. Without hints, or when the replay runs out, it explores.
+    does not know are passed over. An object of the replay that is not here is replaced by one
+    of its kind that is and that the plan does not use (a red wire for a blue one). An answer
+    the task makes conditional (``If C, place it in the X``) is decided anew from this run's
+    observations (:func:`threshold_choice`, :func:`evidence_choice`; hints may carry the
+    evidence as ``"TASK :: a1; a2 :: EVIDENCE"``) and skipped when nothing decides it.
+    Without hints, or when the replay runs out, it explores: it focuses on what the task names
+    (``the substance`` is the task's own object, :func:`task_object`), answers disambiguation
+    prompts with the option that matches its intended action (:func:`choose_option`) and walks
+    on to rooms not seen while a target is missing.
     """
 
     name = "sw-replay"
@@ -316,11 +454,16 @@ class ReplayAdapter:
     def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
         self.task = task
         procedures: dict[str, list[str]] = {}
+        evidence: dict[str, str] = {}
         for hint in hints:
-            desc, sep, actions = hint.partition("::")
-            seq = [a.strip() for a in (actions if sep else desc).split(";") if a.strip()]
+            desc, sep, rest = hint.partition("::")
+            actions, _, seen = rest.partition("::") if sep else (desc, "", "")
+            seq = [a.strip() for a in actions.split(";") if a.strip()]
             if seq:
-                procedures[desc.strip() if sep else f"procedure {len(procedures)}"] = seq
+                key = desc.strip() if sep else f"procedure {len(procedures)}"
+                procedures[key] = seq
+                if seen.strip():
+                    evidence[key] = seen.strip()
         self.edges: set[tuple[str, str]] = set()
         for seq in procedures.values():
             self.edges |= room_edges(seq)
@@ -338,23 +481,46 @@ class ReplayAdapter:
                 if action.startswith("focus on ") and (obj := _object_of(action))
             )
         )
-        # Door openings are redone by the navigator, whatever room the variation starts in.
-        self.plan = [a for a in adapted if not a.startswith("open door to ")]
+        # Answers that depend on the variation ("if conductive, place it in the red box"):
+        # never replayed as remembered; decided from what this run observes.
+        self.conds = conditions(task)
+        self.examples: list[tuple[str, str]] = []
+        for desc, seq in procedures.items():
+            answer = _answer_index(conditions(desc), seq)
+            if answer is not None and answer < len(self.conds) and desc in evidence:
+                self.examples.append((self.conds[answer][0], evidence[desc]))
+        # Door openings are redone by the navigator, whatever room the variation starts in;
+        # remembered disambiguation answers are not replayed (the options differ per variation).
+        self.plan = _without_transit(
+            [a for a in adapted if not a.startswith("open door to ") and not a.isdigit()]
+        )
         self.tried: Counter[str] = Counter()
         self.focused: set[str] = set()
         self.room = ""
         self.seen = ""
+        self.history: list[str] = []
+        self.first_look: dict[str, str] = {}
         self.closed: set[str] = set()
         self.visited: set[str] = set()
         self.last_action = ""
-        self.targets = [
-            m.strip() for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if m.strip()
-        ]
+        self.done_actions: list[str] = []
+        # "Focus on the substance": the task's own object (boil lead -> lead), not the word.
+        obj = task_object(task)
+        self.targets = list(
+            dict.fromkeys(
+                obj if obj and t.split()[-1] in _PLACEHOLDERS else t
+                for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task)
+                if (t := m.strip())
+            )
+        )
 
     def _observe(self, text: str) -> None:
+        if text and (not self.history or self.history[-1] != text):
+            self.history.append(text)
         if m := _ROOM_NAME.search(text):
             self.room = m.group(1).strip()
             self.seen = text
+            self.first_look.setdefault(self.room, text)
             for door, state in _DOOR.findall(text):
                 self.edges |= {(self.room, door.strip()), (door.strip(), self.room)}
                 if state == "closed":
@@ -415,8 +581,10 @@ class ReplayAdapter:
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         self._observe(observation)
         if _AMBIGUOUS in observation:
-            answer = self.plan.pop(0) if self.plan and self.plan[0].isdigit() else "0"
-            return Decision(answer, "answer the disambiguation prompt")
+            intended = self.last_action
+            answer = choose_option(observation, intended, f"{self.room} inventory")
+            self.last_action = answer
+            return Decision(answer, f"the option that matches {intended!r}")
         while self.plan:
             action = self.plan[0]
             if action.startswith("go to "):
@@ -450,11 +618,63 @@ class ReplayAdapter:
                     return step
                 self.plan.pop(0)
                 continue
+            given = self._answer_in(action) if self.conds else None
+            if given:
+                decided = self._decide()
+                if decided is None:
+                    # Undecided: a remembered answer belongs to its own variation; guessing
+                    # wrong fails the task, skipping keeps the progress made.
+                    self.plan.pop(0)
+                    continue
+                action = re.sub(rf"\b{re.escape(given)}\b", decided, action)
+                self.plan[0] = action
+            if not action.startswith(("go to", "look", "wait", "open door")):
+                self._stand_in_for_missing(action, inventory)
+                action = self.plan[0]
             self.plan.pop(0)
-            if action.isdigit():
-                continue
+            self.done_actions.append(action)
             return self._choose(action, f"replay adapted step: {action}")
         return self._explore(set(valid_actions), inventory)
+
+    def _answer_in(self, action: str) -> str | None:
+        """The conditional answer (e.g. ``green box``) an action gives, if any."""
+        return next((x for _, x in self.conds if re.search(rf"\b{re.escape(x)}\b", action)), None)
+
+    def _decide(self) -> str | None:
+        """The answer this run's observations support: a measured threshold, else evidence."""
+        if answer := threshold_choice(self.conds, self.history):
+            return answer
+        last = next((t for t in reversed(self.history) if _ROOM_NAME.search(t)), "")
+        first = self.first_look.get(_room(last), last)
+        return evidence_choice(self.conds, self.examples, changed_pairs(first, last))
+
+    def _stand_in_for_missing(self, action: str, inventory: str) -> None:
+        """Replace an object of ``action`` that is not here by one of its kind that is.
+
+        ``connect blue wire ...`` with no blue wire in sight but a red one, not used by the
+        rest of the plan: the plan's blue wire becomes the red wire from here on.
+        """
+        here = visible_objects(self.seen) + visible_objects(inventory)
+        rest = " ; ".join([*self.plan, *self.done_actions])
+        for obj in here:
+            words = obj.split()
+            if len(words) < 2:
+                continue
+            head = " ".join(words[-2:] if len(words) > 2 else words[-1:])
+            for m in re.finditer(rf"\b([a-z0-9\-]+) {re.escape(head)}\b", action):
+                phrase = f"{m.group(1)} {head}"
+                if m.start() == 0 or m.group(1) in _STOP or self._in_sight(phrase, inventory):
+                    continue
+                spare = [
+                    o
+                    for o in here
+                    if o.endswith(f" {head}")
+                    and o.count(" ") == phrase.count(" ")
+                    and not re.search(rf"\b{re.escape(o)}\b", rest)
+                ]
+                if spare:
+                    self.plan = adapt_actions(self.plan, {phrase: spare[0]})
+                    return
 
     def _explore(self, valid: set[str], inventory: str) -> Decision:
         if not self.seen:
@@ -467,6 +687,11 @@ class ReplayAdapter:
         unvisited = sorted(b for a, b in self.edges if a == self.room and b not in self.visited)
         if unvisited and (step := self._walk(unvisited[0])):
             return step
+        if set(self.targets) - self.focused and self.tried["search targets"] < 20:
+            # A target not found yet: walk on to rooms not seen, further away too.
+            self.tried["search targets"] += 1
+            if step := self._search():
+                return step
         pool = sorted(a for a in valid if not a.startswith(("focus on", "look at", "read")))
         if not pool:
             return self._choose("look around", "explore: nothing better to do")
@@ -483,6 +708,54 @@ class ReplayAdapter:
         self._observe(observation)
 
 
-def procedure_hint(task_description: str, actions: Sequence[str]) -> str:
-    """A ReplayAdapter hint: ``"TASK :: a1; a2; ..."``."""
-    return f"{' '.join(task_description.split())} :: " + "; ".join(actions)
+def _without_transit(actions: Sequence[str]) -> list[str]:
+    """``actions`` without moves into rooms merely passed through (the navigator routes)."""
+    kept = []
+    for i, action in enumerate(actions):
+        nxt = actions[i + 1] if i + 1 < len(actions) else ""
+        if action.startswith("go to ") and nxt.startswith("go to "):
+            continue
+        kept.append(action)
+    return kept
+
+
+def _answer_index(conds: Sequence[tuple[str, str]], actions: Sequence[str]) -> int | None:
+    """Which of ``conds`` the last answering action of a procedure chose."""
+    for action in reversed(actions):
+        for i, (_, answer) in enumerate(conds):
+            if re.search(rf"\b{re.escape(answer)}\b", action):
+                return i
+    return None
+
+
+def answer_evidence(task: str, steps: Sequence[tuple[str, str]]) -> str:
+    """What a run saw last before its conditional answer: the latest room description.
+
+    ``steps`` are (action, observation) pairs; empty when the task has no conditional answer
+    or the run never gave one.
+    """
+    answer = _answer_index(conditions(task), [a for a, _ in steps])
+    if answer is None:
+        return ""
+    option = conditions(task)[answer][1]
+    last = max(i for i, (a, _) in enumerate(steps) if re.search(rf"\b{re.escape(option)}\b", a))
+    looks = [o for _, o in steps[:last] if _ROOM_NAME.search(o)]
+    if not looks:
+        return ""
+    first = next(o for o in looks if _room(o) == _room(looks[-1]))
+    return " | ".join(sorted(changed_pairs(first, looks[-1])))
+
+
+def _room(text: str) -> str:
+    m = _ROOM_NAME.search(text)
+    return m.group(1).strip() if m else ""
+
+
+def procedure_hint(task_description: str, actions: Sequence[str], evidence: str = "") -> str:
+    """A ReplayAdapter hint: ``"TASK :: a1; a2; ..."``, or ``"TASK :: a1; a2 :: EVIDENCE"``.
+
+    ``evidence`` is what the run saw last before answering (a room described after the
+    experiment); it lets a replay decide a conditional answer on a new variation.
+    """
+    head = f"{' '.join(task_description.split())} :: " + "; ".join(actions)
+    return f"{head} :: {' '.join(evidence.split())}" if evidence.strip() else head

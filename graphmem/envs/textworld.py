@@ -22,6 +22,22 @@ log = logging.getLogger(__name__)
 GAMES = ("twc", "cookingworld", "coin")
 """Games the adapter has been checked with (TextWorldExpress knows more; they also load)."""
 
+TWX_GAMES = (
+    "cookingworld",
+    "coin",
+    "twc",
+    "mapreader",
+    "arithmetic",
+    "sorting",
+    "simonsays",
+    "peckingorder",
+)
+"""Every game TextWorldExpress generates; another name is refused before the JVM starts."""
+
+EXPLORED_GAMES = ("twc", "cookingworld")
+"""Games with a rule-based explorer that acts on memory (:mod:`graphmem.envs.agents`). In any
+other game the generic novelty explorer ignores hints, so memory is inert there."""
+
 DEFAULT_PARAMS: dict[str, dict[str, int]] = {
     # 3 rooms behind doors, 3 items: the explorer must search rooms and try receptacles.
     "twc": {"numLocations": 3, "numItemsToPutAway": 3, "includeDoors": 1, "limitInventorySize": 0},
@@ -60,13 +76,21 @@ class TextWorldEnv:
         game: str = "twc",
         params: Mapping[str, int] | None = None,
         step_budget: int = 80,
+        *,
+        twx_defaults: bool = False,
     ) -> None:
         if not isinstance(game, str) or not game:
             raise InvalidEnvInput("game must be a TextWorldExpress game name such as 'twc'")
+        if game not in TWX_GAMES:
+            raise InvalidEnvInput(
+                f"unknown TextWorldExpress game {game!r}; known: {', '.join(TWX_GAMES)}"
+            )
         if step_budget < 1:
             raise InvalidEnvInput(f"step_budget must be at least 1, got {step_budget}")
         self.game = game
-        base = DEFAULT_PARAMS.get(game, {})
+        # twx_defaults: send only ``params``, so TextWorldExpress' own defaults fill the rest
+        # (cookingworld: 11 rooms, 3 ingredients, 10 distractors; harder than ours).
+        base = {} if twx_defaults else DEFAULT_PARAMS.get(game, {})
         self.params: dict[str, int] = {**base, **(params or {})}
         self.step_budget = step_budget
         self._env: Any = None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from difflib import SequenceMatcher
 
 from graphmem.keywords import extract_keywords
 from graphmem.llm.schemas import (
@@ -123,36 +124,24 @@ def reflect(
 ) -> Reflection:
     """Rule-based reflection on a failed attempt.
 
-    With a successful attempt at a similar task: the first step where the two went different
-    ways ("prefer" the successful action, corrected steps = the successful actions). Without
-    one: the action the agent got stuck repeating, else the last action before failure ("avoid").
+    With a successful procedure of a similar task, the two are aligned (numbers abstracted, so
+    "mug 1" matches "mug 2") and the first step of the success that the attempt left out or did
+    differently is the lesson ("prefer" it; corrected steps = the successful actions); steps
+    the attempt added ("look") are blamed only when nothing was missing or wrong. Without one,
+    or when the attempt did exactly what succeeded: the action the agent got stuck repeating,
+    else the last action before failure ("avoid").
+
+    >>> from graphmem.models import TrajectoryStep as S
+    >>> good = [S(action=a) for a in ("take mug 1", "clean mug 1", "put mug 1 in machine")]
+    >>> bad = [S(action=a) for a in ("take mug 2", "put mug 2 in machine", "look")]
+    >>> print(reflect("make coffee", bad, good).tip)
+    For tasks like 'make coffee': do 'clean mug 1' after 'take mug 2'; the attempt left it out.
     """
     goal = one_sentence(task, 120)
     if successful_steps:
-        good = [s.action for s in successful_steps]
-        for i, good_action in enumerate(good):
-            bad = failed_steps[i].action if i < len(failed_steps) else None
-            if bad is None or _norm(bad) != _norm(good_action):
-                instead = f" instead of '{' '.join(bad.split())}'" if bad is not None else ""
-                return Reflection(
-                    tip=(
-                        f"For tasks like '{goal}': at step {i + 1}, do "
-                        f"'{' '.join(good_action.split())}'{instead}."
-                    ),
-                    polarity="prefer",
-                    failed_step=min(i, max(0, len(failed_steps) - 1)) if failed_steps else None,
-                    corrected_steps=good,
-                )
-        # Same actions throughout: the failure came from something after the shared prefix.
-        i = len(good)
-        if i < len(failed_steps):
-            extra = " ".join(failed_steps[i].action.split())
-            return Reflection(
-                tip=f"For tasks like '{goal}': stop after step {i}; '{extra}' was not needed.",
-                polarity="avoid",
-                failed_step=i,
-                corrected_steps=good,
-            )
+        found = _against_reference(goal, failed_steps, successful_steps)
+        if found is not None:
+            return found
     if not failed_steps:
         return Reflection(
             tip=f"For tasks like '{goal}': the attempt took no action; start by exploring.",
@@ -179,6 +168,63 @@ def reflect(
         polarity="avoid",
         failed_step=len(failed_steps) - 1,
     )
+
+
+def _against_reference(
+    goal: str,
+    failed_steps: Sequence[TrajectoryStep],
+    successful_steps: Sequence[TrajectoryStep],
+) -> Reflection | None:
+    """The first step a successful procedure has and the attempt missed or got wrong, else the
+    first step the attempt added; None when the two did the same."""
+    good = [_flat(s.action) for s in successful_steps if s.action.strip()]
+    bad = [_flat(s.action) for s in failed_steps]
+    if not good:
+        return None
+    matcher = SequenceMatcher(
+        a=[_match_key(a) for a in bad], b=[_match_key(a) for a in good], autojunk=False
+    )
+    opcodes = [op for op in matcher.get_opcodes() if op[0] != "equal"]
+    last = max(0, len(bad) - 1)
+    for tag, i1, _, j1, _ in opcodes:
+        if tag == "insert":  # the success did good[j1] here; the attempt never did
+            where = f" after '{bad[i1 - 1]}'" if i1 > 0 else " first"
+            return Reflection(
+                tip=f"For tasks like '{goal}': do '{good[j1]}'{where}; the attempt left it out.",
+                polarity="prefer",
+                failed_step=min(i1, last) if bad else None,
+                corrected_steps=good,
+            )
+        if tag == "replace":
+            return Reflection(
+                tip=(
+                    f"For tasks like '{goal}': at step {i1 + 1}, do '{good[j1]}' instead of "
+                    f"'{bad[i1]}'."
+                ),
+                polarity="prefer",
+                failed_step=i1,
+                corrected_steps=good,
+            )
+    for _, i1, _, _, _ in opcodes:  # only additions are left
+        return Reflection(
+            tip=(
+                f"For tasks like '{goal}': '{bad[i1]}' (step {i1 + 1}) is not part of what "
+                "succeeded; leave it out."
+            ),
+            polarity="avoid",
+            failed_step=i1,
+            corrected_steps=good,
+        )
+    return None
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _match_key(action: str) -> str:
+    """What two actions must share to count as the same step: case, spacing and numbers aside."""
+    return parameterise(action).lower()
 
 
 def decide_links(

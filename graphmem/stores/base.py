@@ -66,6 +66,11 @@ class Recall(GraphmemModel):
 
     memory: AnyMemory
     sim: float
+    superseded: bool | None = Field(
+        default=None,
+        description="Whether another memory SUPERSEDES this one, when the store read it in the "
+        "same query; None when it did not (retrieval then asks superseded()).",
+    )
 
 
 class EpisodeCredit(GraphmemModel):

@@ -20,6 +20,7 @@ from graphmem.models import (
     check_vector,
     memory_from_dict,
 )
+from graphmem.stores.cypher import Q_LABEL
 
 RESERVED_EDGE_PROPS = frozenset({"created_at"})
 """Relationship property names the store uses itself (user props may not take them)."""
@@ -58,12 +59,16 @@ def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
     dumped = props(memory)
     skip = {"namespace", "id"} | (UTILITY_FIELDS if keep_utility else set())
     fields = type(memory).model_fields
-    return {
-        "namespace": memory.namespace,
-        "id": memory.id,
-        "utility": {k: dumped[k] for k in sorted(UTILITY_FIELDS)},
-        "content": {k: dumped.get(k) for k in fields if k not in skip},
-    }
+    utility = {k: dumped[k] for k in sorted(UTILITY_FIELDS)} | {Q_LABEL: q_label(memory.q)}
+    content = {k: dumped.get(k) for k in fields if k not in skip}
+    if not keep_utility:
+        content[Q_LABEL] = utility[Q_LABEL]
+    return {"namespace": memory.namespace, "id": memory.id, "utility": utility, "content": content}
+
+
+def q_label(q: float) -> str:
+    """Q as Neo4j Browser captions show it (the ``q_label`` property): two decimals."""
+    return f"{q:.2f}"
 
 
 def node_rows(
@@ -108,7 +113,9 @@ def edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
 
 
 def to_memory(props: Any) -> AnyMemory:
-    return memory_from_dict(dict(props))
+    data = dict(props)
+    data.pop(Q_LABEL, None)  # display only, derived from q
+    return memory_from_dict(data)
 
 
 def to_edge(namespace: str, row: dict[str, Any]) -> Edge:

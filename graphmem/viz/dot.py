@@ -1,8 +1,9 @@
 """Graphviz DOT text for a :class:`~graphmem.viz.graph.Subgraph`, and PNG through ``dot``.
 
 Chains are ranked left to right by their layout level (Task, then Procedures, then Steps in
-order). :func:`dot_png` needs the Graphviz ``dot`` binary (Debian: ``apt-get install graphviz``);
-:mod:`graphmem.viz.png` falls back to matplotlib without it.
+order). :func:`dot_png` pins the nodes where :mod:`graphmem.viz.layout` puts them (long chains
+wrap into rows, as on the HTML page) and draws them with ``neato -n2``; it needs Graphviz
+(Debian: ``apt-get install graphviz``); :mod:`graphmem.viz.png` falls back to matplotlib.
 
 >>> from graphmem.viz.graph import Subgraph
 >>> to_dot(Subgraph(title="empty", namespace="demo", root_id="x", view="task")).splitlines()[0]
@@ -15,6 +16,7 @@ import shutil
 import subprocess
 
 from graphmem.viz.graph import Subgraph, VizError, VizNode
+from graphmem.viz.layout import layout
 
 DOT_TIMEOUT_S = 60.0
 
@@ -47,8 +49,12 @@ def _node_attrs(node: VizNode) -> str:
     return ", ".join(f'{k}="{dot_text(v)}"' for k, v in attrs.items())
 
 
-def to_dot(sub: Subgraph, *, rankdir: str = "LR") -> str:
-    """The subgraph as a DOT ``digraph``; layout levels become ranks."""
+def to_dot(sub: Subgraph, *, rankdir: str = "LR", positions: bool = False) -> str:
+    """The subgraph as a DOT ``digraph``; layout levels become ranks.
+
+    With ``positions`` every node is pinned where :func:`graphmem.viz.layout.layout` puts it
+    (``pos="x,y!"``, points), for ``neato -n2``: long chains wrap into rows as on the HTML page.
+    """
     if rankdir not in ("LR", "TB", "RL", "BT"):
         from graphmem.errors import InvalidInput
 
@@ -60,8 +66,13 @@ def to_dot(sub: Subgraph, *, rankdir: str = "LR") -> str:
         '  node [fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
+    pinned = layout(sub) if positions else {}
     for node_id, node in sub.nodes.items():
-        lines.append(f'  "{dot_text(node_id)}" [{_node_attrs(node)}];')
+        pin = ""
+        if node_id in pinned:
+            x, y = pinned[node_id]
+            pin = f', pos="{x:.1f},{-y:.1f}!"'  # Graphviz's y grows upwards
+        lines.append(f'  "{dot_text(node_id)}" [{_node_attrs(node)}{pin}];')
     for edge in sub.edges:
         style = ', style="dashed"' if edge.dashed else ""
         lines.append(
@@ -72,7 +83,7 @@ def to_dot(sub: Subgraph, *, rankdir: str = "LR") -> str:
     levels: dict[int, list[str]] = {}
     for node_id, node in sub.nodes.items():
         levels.setdefault(node.level, []).append(node_id)
-    for level in sorted(levels):
+    for level in sorted(levels) if not positions else []:
         members = " ".join(f'"{dot_text(i)}";' for i in levels[level])
         lines.append(f"  {{ rank=same; {members} }}")
     lines.append("}")
@@ -91,8 +102,8 @@ def dot_png(sub: Subgraph, *, dpi: int = 110) -> bytes:
         raise VizError("Graphviz 'dot' is not installed (Debian/Ubuntu: apt-get install graphviz)")
     try:
         done = subprocess.run(
-            [binary, "-Tpng", f"-Gdpi={int(dpi)}"],
-            input=to_dot(sub).encode("utf-8"),
+            [binary, "-Kneato", "-n2", "-Gsplines=true", "-Tpng", f"-Gdpi={int(dpi)}"],
+            input=to_dot(sub, positions=True).encode("utf-8"),
             capture_output=True,
             timeout=DOT_TIMEOUT_S,
             check=False,

@@ -38,6 +38,7 @@ View = Literal["task", "episode", "memory"]
 
 CAPTION_WIDTH = 30
 CAPTION_LINES = 3
+STEP_WIDTH = 24  # steps sit three to a row: narrower captions
 FIELD_CHARS = 600
 
 
@@ -233,7 +234,7 @@ def caption_for(memory: AnyMemory) -> str:
         head = f"PROCEDURE · {memory.granularity.value}"
         return f"{head}\n{shorten(memory.key, lines=2)}\n{outcome} r={memory.reward:g} · {q_line}"
     if isinstance(memory, Step):
-        text = f"{memory.index}. {shorten(memory.action, lines=2)}"
+        text = f"{memory.index}. {shorten(memory.action, width=STEP_WIDTH, lines=2)}"
         return f"{text}\n{q_line}" if memory.q_updates else text
     if isinstance(memory, Tip):
         return f"TIP · {memory.polarity.value}\n{shorten(memory.text)}\n{q_line}"

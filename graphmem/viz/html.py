@@ -19,12 +19,14 @@ from importlib import resources
 from typing import Any
 
 from graphmem.viz.graph import KIND_STYLES, Subgraph, VizError, q_colour
+from graphmem.viz.layout import font_px, layout
 
 VIS_PACKAGE = "pyvis"
 VIS_PATH = ("lib", "vis-9.1.2", "vis-network.min.js")
 
-# Columns must leave room for the edge labels: an episode's edges carry two lines of scores.
-LEVEL_GAPS = {"task": 230, "episode": 400, "memory": 320}
+# The first view zooms out to show everything only while captions stay this large (x 14 px);
+# a bigger graph opens at this zoom on its top-left corner: the task and its first steps.
+READABLE_SCALE = 0.8
 
 
 @lru_cache(maxsize=1)
@@ -50,12 +52,16 @@ def _json_for_script(value: Any) -> str:
 
 def page_data(sub: Subgraph) -> dict[str, Any]:
     """The JSON the page's script draws from (also handy for other front ends)."""
+    pos = layout(sub)
     nodes = [
         {
             "id": n.id,
             "kind": n.kind,
             "label": n.caption,
             "level": n.level,
+            "x": round(pos[n.id][0], 1),
+            "y": round(pos[n.id][1], 1),
+            "font": round(font_px(n), 1),
             "fill": n.fill,
             "border": n.border,
             "shape": n.shape,
@@ -82,7 +88,7 @@ def page_data(sub: Subgraph) -> dict[str, Any]:
     lo, hi = sub.q_range
     return {
         "view": sub.view,
-        "levelGap": LEVEL_GAPS.get(sub.view, 260),
+        "minScale": READABLE_SCALE if sub.view == "task" else READABLE_SCALE * 0.8,
         "root": sub.root_id,
         "nodes": nodes,
         "edges": edges,
@@ -172,7 +178,7 @@ h2 { font-size: 15px; margin: 0 0 8px; }
 .gm-note { margin-left: 8px; }
 main { display: flex; gap: 12px; padding: 0 20px 12px; height: 72vh; min-height: 420px; }
 #graph { flex: 1; background: #fff; border: 1px solid #dee2e6; border-radius: 6px; }
-#details { width: 340px; overflow: auto; background: #fff; border: 1px solid #dee2e6;
+#details { width: 300px; overflow: auto; background: #fff; border: 1px solid #dee2e6;
   border-radius: 6px; padding: 10px 12px; }
 #details table, .gm-tip table { border-collapse: collapse; width: 100%; }
 #details td, .gm-tip td { vertical-align: top; padding: 2px 4px; border-bottom: 1px solid #f1f3f5;
@@ -226,40 +232,59 @@ _APP_JS = r"""
   }
   var nodes = new vis.DataSet(data.nodes.map(function (n) {
     return {
-      id: n.id, level: n.level, label: n.label, shape: n.shape, title: card(n.kind, n.fields),
+      id: n.id, x: n.x, y: n.y, label: n.label, shape: n.shape, title: card(n.kind, n.fields),
       color: { background: n.fill, border: n.border,
                highlight: { background: n.fill, border: "#212529" },
                hover: { background: n.fill, border: "#212529" } },
       borderWidth: n.root ? 5 : 2, borderWidthSelected: 5,
       margin: Math.round(6 + 10 * n.size),
-      font: { size: Math.round(13 + 4 * n.size), face: "system-ui, sans-serif",
+      font: { size: n.font, face: "system-ui, sans-serif",
               color: n.obsolete ? "#868e96" : "#212529" },
       shapeProperties: { borderDashes: n.obsolete ? [6, 4] : false, borderRadius: n.radius }
     };
   }));
-  var levelOf = {};
-  data.nodes.forEach(function (n) { levelOf[n.id] = n.level; });
+  var posOf = {};
+  data.nodes.forEach(function (n) { posOf[n.id] = n; });
+  // Chain edges speak for themselves (their order is the layout); links are many: both are
+  // drawn without a label, which their tooltip still gives.
+  var links = data.edges.filter(function (e) { return e.kind === "LINKS_TO"; }).length;
+  // An edge between blocks far apart (a tip to a procedure further down) would cross every
+  // caption in between: it is drawn faint and unlabelled, dark once either end is selected.
+  function far(e) {
+    var a = posOf[e.from], b = posOf[e.to];
+    return data.view === "task" && a && b && Math.abs(a.y - b.y) > 320;
+  }
+  function faintEdge(e) {
+    return (e.kind === "LINKS_TO" && links > 12) || (far(e) && e.kind !== "NEXT");
+  }
+  function quiet(e) {
+    return e.kind === "NEXT" || e.kind === "FIRST_STEP" || faintEdge(e) ||
+      (e.kind === "LINKS_TO" && data.view === "episode");  // beside the scores, it is noise
+  }
   var edges = new vis.DataSet(data.edges.map(function (e, i) {
+    var a = posOf[e.from], b = posOf[e.to];
+    var sameColumn = a && b && Math.abs(a.x - b.x) < 1;
+    // A snake's turn is one step straight down; inside an episode's or a neighbourhood's
+    // column an edge would run through the boxes between its ends: it bends out instead.
+    var sameRow = a && b && (Math.abs(a.y - b.y) < 1 || (sameColumn && data.view === "task"));
+    var faint = faintEdge(e);
     return {
-      id: "e" + i, from: e.from, to: e.to, label: e.label, arrows: "to",
+      id: "e" + i, from: e.from, to: e.to, label: quiet(e) ? undefined : e.label, arrows: "to",
       title: card(e.kind, edgeFields(e)), dashes: e.dashed,
-      color: { color: e.colour, highlight: "#212529", hover: "#212529" },
-      width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : 1.5,
+      color: { color: e.colour, highlight: "#212529", hover: "#212529", opacity: faint ? 0.22 : 1 },
+      width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : faint ? 1 : 1.5,
       font: { size: 12, align: "horizontal", strokeWidth: 4, strokeColor: "#ffffff",
               color: e.colour, multi: false },
-      // An edge inside one column would run through its neighbours: bend it instead.
-      smooth: levelOf[e.from] === levelOf[e.to]
-        ? { type: "curvedCW", roundness: 0.35 }
-        : { type: "cubicBezier", forceDirection: "horizontal", roundness: 0.4 }
+      // Along a row an edge is straight; to another row it bends, so it passes beside the
+      // boxes in between instead of through their captions.
+      smooth: sameRow ? false : { type: "curvedCW", roundness: sameColumn ? 0.9 : 0.18 }
     };
   }));
   var options = {
     autoResize: false,
     interaction: { hover: true, tooltipDelay: 120, navigationButtons: false, keyboard: true },
     physics: false,
-    layout: { hierarchical: { enabled: true, direction: "LR", sortMethod: "directed",
-      levelSeparation: data.levelGap, nodeSpacing: 120, treeSpacing: 160,
-      shakeTowards: "roots" } }
+    layout: { hierarchical: { enabled: false } }
   };
   var container = document.getElementById("graph");
   var network = new vis.Network(container, { nodes: nodes, edges: edges }, options);
@@ -290,15 +315,51 @@ _APP_JS = r"""
   network.on("dragEnd", function (p) { if (!p.nodes.length) { readerMoved = true; } });
   window.addEventListener("resize", function () {
     network.setSize("100%", "100%");
-    if (!readerMoved) { network.fit({ animation: false }); }
+    if (!readerMoved) { initialView(); }
     network.redraw();
   });
-  network.once("afterDrawing", function () {
-    // Node sizes are known only once drawn: fit to them, and draw again right away.
+  // The first view: everything, if that keeps captions readable; else the top-left corner
+  // (task, first procedure, its first steps) at a readable zoom — the rest is a drag away.
+  function initialView() {
     network.fit({ animation: false });
+    if (network.getScale() >= data.minScale) { return; }
+    var left = Infinity, top = Infinity;
+    network.body.nodeIndices.forEach(function (id) {
+      var box = network.getBoundingBox(id);
+      left = Math.min(left, box.left);
+      top = Math.min(top, box.top);
+    });
+    var scale = data.minScale, pad = 24;
+    var y = top - pad / scale + container.clientHeight / 2 / scale;
+    if (data.view !== "task" && byId[data.root]) {  // columns: keep the root mid-height
+      y = network.getPositions([data.root])[data.root].y;
+    }
+    network.moveTo({ scale: scale, animation: false, position: {
+      x: left - pad / scale + container.clientWidth / 2 / scale, y: y } });
+  }
+  // What a reader sees now: the captions wholly inside the frame, at their on-screen size.
+  function visibleLabels() {
+    var scale = network.getScale(), out = [];
+    var w = container.clientWidth, h = container.clientHeight;
+    network.body.nodeIndices.forEach(function (id) {
+      var box = network.getBoundingBox(id);
+      var a = network.canvasToDOM({ x: box.left, y: box.top });
+      var b = network.canvasToDOM({ x: box.right, y: box.bottom });
+      if (a.x >= 0 && a.y >= 0 && b.x <= w && b.y <= h) {
+        var px = Math.round(byId[id].font * scale * 10) / 10;
+        out.push({ id: id, label: byId[id].label, px: px });
+      }
+    });
+    return out;
+  }
+  network.once("afterDrawing", function () {
+    // Node sizes are known only once drawn: place the view by them, and draw again right away.
+    initialView();
     network.redraw();
     status.setAttribute("data-rendered-nodes", String(Object.keys(network.getPositions()).length));
     status.setAttribute("data-rendered-edges", String(network.body.edgeIndices.length));
+    status.setAttribute("data-scale", String(Math.round(network.getScale() * 1000) / 1000));
+    status.setAttribute("data-visible-labels", JSON.stringify(visibleLabels()));
     status.setAttribute("data-state", "rendered");
   });
   if (data.root && byId[data.root]) { show(byId[data.root].kind, byId[data.root].fields); }

@@ -43,6 +43,7 @@ from graphmem.models import (
 )
 from graphmem.stores.base import MemoryStore
 from graphmem.viz.graph import Subgraph, node_for, shorten
+from graphmem.viz.layout import group_identical_chains
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +163,7 @@ def task_subgraph(
     if start.id in sub.nodes:
         sub.nodes[start.id].root = True
     col.link_all()
+    group_identical_chains(sub)
     _describe_task(sub)
     return sub.finish()
 
@@ -261,13 +263,22 @@ def episode_subgraph(
     col = _Collector(store, sub, max_nodes)
     col.add(episode, level=0, root=True)
     retrieved = store.edges(namespace, episode.id, kinds=[EdgeKind.RETRIEVED], direction="out")
-    retrieved.sort(key=lambda e: (_rank(e), e.dst))
+    # In-task recalls each rank their own hits from 1 (or 0): the episode's ranks are by score
+    # over all of them, the recall's own rank kept as recall_rank.
+    retrieved.sort(key=lambda e: (-_score(e), _rank(e), e.dst))
     memories = col.fetch([e.dst for e in retrieved])
+    shown = 0
     for edge in retrieved:
         memory = memories.get(edge.dst)
         if memory is None or not col.add(memory, level=1):
             continue
-        sub.table.append(_retrieved_row(edge, memory))
+        shown += 1
+        props = {**edge.props, "rank": shown}
+        if "rank" in edge.props:
+            props["recall_rank"] = edge.props["rank"]
+        ranked = edge.model_copy(update={"props": props})
+        sub.add_edge(ranked)
+        sub.table.append(_retrieved_row(ranked, memory))
         if isinstance(memory, Procedure):
             solved = [e for e in col.edges(memory.id) if e.kind is EdgeKind.SOLVED_BY]
             for task in col.fetch([e.src for e in solved if e.dst == memory.id]).values():
@@ -277,6 +288,13 @@ def episode_subgraph(
     if sub.truncated:
         sub.subtitle += " · truncated"
     return sub.finish()
+
+
+def _score(edge: Edge) -> float:
+    score = edge.props.get("score")
+    if isinstance(score, int | float) and not isinstance(score, bool) and score == score:
+        return float(score)
+    return float("-inf")
 
 
 def _rank(edge: Edge) -> int:

@@ -129,6 +129,36 @@ RETURN namespace, p.id AS id, p.task_text AS task, round(p.q, 3) AS q, p.uses AS
 ORDER BY namespace, q DESC, id;
 
 
+// name: Evolution chains in a namespace
+// params: namespace, limit
+// view: graph
+// Start here for evolution: the memories that were refined most, each newest version with its
+// EVOLVED_FROM chain back to the first version (longest chains first; edge captions say what
+// changed). Consolidated fact notes, corrected procedures and notes refreshed by evolve.
+MATCH chain = (newest:Memory {namespace: $namespace})-[:EVOLVED_FROM*1..50]->(first:Memory)
+WHERE NOT EXISTS { MATCH (:Memory)-[:EVOLVED_FROM]->(newest) }
+  AND NOT EXISTS { MATCH (first)-[:EVOLVED_FROM]->(:Memory) }
+RETURN chain
+ORDER BY length(chain) DESC, newest.id
+LIMIT toInteger($limit);
+
+
+// name: Version chains in a namespace
+// params: namespace, limit
+// view: table
+// The same chains as a table: the newest version, how many versions it has, and the change
+// each version made, oldest first. Pass an id to "Evolution history of a memory" for more.
+MATCH chain = (newest:Memory {namespace: $namespace})-[:EVOLVED_FROM*1..50]->(first:Memory)
+WHERE NOT EXISTS { MATCH (:Memory)-[:EVOLVED_FROM]->(newest) }
+  AND NOT EXISTS { MATCH (first)-[:EVOLVED_FROM]->(:Memory) }
+RETURN newest.id AS newest, newest.kind AS kind, newest.version AS version,
+       length(chain) + 1 AS versions, newest.obsolete AS obsolete,
+       coalesce(newest.content, newest.task_text, newest.text) AS memory,
+       reverse([r IN relationships(chain) | r.change]) AS changes, first.id AS first
+ORDER BY versions DESC, newest
+LIMIT toInteger($limit);
+
+
 // name: Evolution history of a memory
 // params: namespace, memoryId
 // view: graph

@@ -1,0 +1,307 @@
+"""``python -m bench.speed --scale 1m``: a million memories in Neo4j.
+
+Loads N memories (default 1,000,000; ``--n`` for a smaller run) with precomputed vectors into an
+empty Neo4j database, spread over 100 namespaces of Zipf-like sizes (the largest tenant holds
+about a fifth) and a mix of kinds (40 % Notes, 25 % Procedures, 15 % Tips, 10 % Tasks, all
+embedded, and 10 % Steps without embeddings). Vectors are unit rows drawn around N/100 topic
+centres, as in ``bench.speed``.
+
+Reports the ingest rate (``--writers`` threads, each upserting batches of 1,000 memories of one
+namespace, with the uniqueness constraint but no vector index), the vector index's build time
+(``graphmem schema apply`` after the load, until it is online), the store's size on disk (when
+``--data-dir`` names the instance directory) and two-phase p50/p95 beside neo4j-graphrag's
+VectorRetriever over the same index, timed round-robin, on queries of a large, a middling and a
+small namespace.
+
+The database must hold no memories (the vector index is dropped for the load). The memories are
+deleted afterwards unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import subprocess
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench import common
+from bench.common import DIM, Case
+from bench.speed_systems import BATCH, task_text
+
+log = logging.getLogger("bench.speed")
+
+SCALES = {"1m": 1_000_000, "100k": 100_000, "10k": 10_000}
+NAMESPACES = 100
+KIND_MIX = (("Note", 0.40), ("Procedure", 0.25), ("Tip", 0.15), ("Task", 0.10), ("Step", 0.10))
+QUERIED = (0, 9, 49)  # namespace ranks queried: large, middling, small
+
+
+def namespace_sizes(n: int, count: int = NAMESPACES) -> list[int]:
+    """Zipf-like (exponent 1.1) sizes of ``count`` namespaces summing to n, largest first."""
+    weights = np.array([1 / (r + 1) ** 1.1 for r in range(count)])
+    sizes = np.floor(weights / weights.sum() * n).astype(int)
+    sizes[0] += n - int(sizes.sum())
+    return [int(s) for s in sizes]
+
+
+class Corpus:
+    """Deterministic batches of memories: vectors around topic centres, a kind per row."""
+
+    def __init__(self, n: int, seed: int) -> None:
+        self.n = n
+        self.seed = seed
+        rng = np.random.default_rng(seed)
+        self.centres = rng.standard_normal((max(8, n // 100), DIM), dtype=np.float32)
+        self.sizes = namespace_sizes(n)
+        self.run = f"scale{seed}"
+
+    def namespace(self, rank: int) -> str:
+        return f"{self.run}-ns{rank:03d}"
+
+    def vectors(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        topic = rng.integers(0, len(self.centres), count)
+        x = self.centres[topic] + 0.8 * rng.standard_normal((count, DIM), dtype=np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return x
+
+    def batches(self) -> Iterator[tuple[int, int, int]]:
+        """(namespace rank, first row, row count) of every upsert batch."""
+        for rank, size in enumerate(self.sizes):
+            for lo in range(0, size, BATCH):
+                yield rank, lo, min(BATCH, size - lo)
+
+    def memories(self, rank: int, lo: int, count: int) -> list[Any]:
+        import random
+
+        from graphmem.models import Granularity, Note, Procedure, Step, Task, Tip
+
+        rng = np.random.default_rng((self.seed, rank, lo))
+        words = random.Random(f"{self.seed}-{rank}-{lo}")
+        vecs = self.vectors(rng, count)
+        kinds = rng.choice(len(KIND_MIX), size=count, p=[w for _, w in KIND_MIX])
+        q = rng.random(count)
+        ns = self.namespace(rank)
+        out: list[Any] = []
+        for j in range(count):
+            text = task_text(words)
+            common_fields = {"namespace": ns, "id": f"m{lo + j}", "q": float(q[j])}
+            emb = vecs[j].tolist()
+            kind = KIND_MIX[int(kinds[j])][0]
+            if kind == "Note":
+                out.append(Note(**common_fields, content=text, embedding=emb))
+            elif kind == "Procedure":
+                out.append(
+                    Procedure(
+                        **common_fields,
+                        task_text=text,
+                        key=text,
+                        granularity=Granularity.SCRIPT,
+                        script=f"1. {text}",
+                        embedding=emb,
+                    )
+                )
+            elif kind == "Tip":
+                out.append(Tip(**common_fields, text=text, embedding=emb))
+            elif kind == "Task":
+                out.append(Task(**common_fields, text=text, key=text, embedding=emb))
+            else:
+                out.append(Step(**common_fields, procedure_id=f"m{lo}", index=j, action=text))
+        return out
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from graphmem import GraphMemory
+    from graphmem.config import RetrievalConfig
+    from graphmem.stores import cypher
+    from graphmem.stores.neo4j import Neo4jStore
+
+    settings = common.neo4j_settings()
+    if settings is None:
+        raise SystemExit("--scale needs a Neo4j: set GRAPHMEM_NEO4J_URI (and _PASSWORD)")
+    n = args.n if args.n else SCALES[args.scale]
+    corpus = Corpus(n, args.seed)
+    result: dict[str, Any] = {
+        "machine": common.machine_info(),
+        "settings": {
+            "n": n,
+            "namespaces": NAMESPACES,
+            "largest_namespace": corpus.sizes[0],
+            "kind_mix": dict(KIND_MIX),
+            "writers": args.writers,
+            "batch": BATCH,
+            "queries": args.queries,
+            "k1": args.k1,
+            "k2": args.k2,
+            "lam": args.lam,
+        },
+        "latency": [],
+    }
+    store = Neo4jStore.from_uri(
+        settings.uri, settings.user, settings.password, database=settings.database
+    )
+    driver = store.driver
+    db = settings.database
+
+    def query(text: str, **params: Any) -> list[dict[str, Any]]:
+        records, _, _ = driver.execute_query(text, params, database_=db)
+        return [r.data() for r in records]
+
+    store.setup(DIM)
+    if query("MATCH (m:Memory) RETURN count(m) AS n")[0]["n"]:
+        raise SystemExit("--scale needs a database without memories (it drops the vector index)")
+    result["server"] = query(cypher.SERVER_VERSION)
+    query(f"DROP INDEX {cypher.VECTOR_INDEX} IF EXISTS")
+
+    # ---- ingest -----------------------------------------------------------------------------
+    done = 0
+    lock = threading.Lock()
+    started = time.perf_counter()
+
+    def load(batch: tuple[int, int, int]) -> None:
+        nonlocal done
+        memories = corpus.memories(*batch)
+        store.upsert(memories)
+        with lock:
+            done += len(memories)
+            if not args.quiet and done // 50_000 != (done - len(memories)) // 50_000:
+                rate = done / (time.perf_counter() - started)
+                print(f"  {done:,} memories, {rate:,.0f}/s", flush=True)
+
+    with ThreadPoolExecutor(args.writers) as pool:
+        for _ in pool.map(load, corpus.batches()):
+            pass
+    ingest_s = time.perf_counter() - started
+    result["ingest"] = {"memories": n, "seconds": round(ingest_s, 1), "per_s": round(n / ingest_s)}
+    result["load_after_ingest"] = list(os.getloadavg())
+
+    # ---- index build --------------------------------------------------------------------------
+    t0 = time.perf_counter()
+    store.setup(DIM)
+    query("CALL db.awaitIndexes(7200)")
+    result["index_build_s"] = round(time.perf_counter() - t0, 1)
+    if args.data_dir:
+        size = subprocess.run(
+            ["du", "-sb", str(args.data_dir)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        result["store_bytes"] = int(size[0]) if size else None
+
+    # ---- latency ------------------------------------------------------------------------------
+    from neo4j_graphrag.retrievers import VectorRetriever
+
+    fresh = Neo4jStore.from_uri(
+        settings.uri, settings.user, settings.password, database=settings.database
+    )
+    rng = np.random.default_rng(args.seed + 1)
+    queries = corpus.vectors(rng, args.queries)
+    namespaces = [corpus.namespace(r) for r in QUERIED if r < NAMESPACES]
+
+    class Lookup:
+        name = "precomputed"
+        dimension = DIM
+
+        def embed(self, texts: Sequence[str]) -> np.ndarray:
+            return np.stack([queries[int(t.partition(":")[2])] for t in texts])
+
+    mem = GraphMemory(fresh, embedder=Lookup())
+    cfg = RetrievalConfig(
+        k1=args.k1, k2=args.k2, lam=args.lam, kinds=("Note", "Procedure", "Tip", "Task")
+    )
+    retriever = VectorRetriever(fresh.driver, cypher.VECTOR_INDEX, neo4j_database=db)
+    result["load_before_timing"] = list(os.getloadavg())
+    for ns in namespaces:
+        cases = [
+            Case(
+                f"graphmem neo4j: two-phase λ={args.lam} ({ns})",
+                _two_phase(mem, ns, cfg),
+                max_queries=args.queries,
+            ),
+            Case(
+                "neo4j-graphrag VectorRetriever",
+                lambda i: retriever.get_search_results(
+                    query_vector=queries[i].tolist(), top_k=args.k1
+                ),
+                max_queries=args.queries,
+            ),
+        ]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            common.time_round_robin(cases, args.queries, warmup=args.warmup)
+        ns_size = corpus.sizes[int(ns.rpartition("ns")[2])]
+        for case in cases:
+            row = {"namespace": ns, "namespace_size": ns_size, "case": case.name}
+            result["latency"].append({**row, **common.percentiles(case.samples_ms)})
+    result["load_at_end"] = list(os.getloadavg())
+
+    if not args.keep:
+        with driver.session(database=db) as session:  # IN TRANSACTIONS needs an implicit one
+            for rank in range(NAMESPACES):
+                session.run(
+                    "MATCH (m:Memory {namespace: $ns}) "
+                    "CALL (m) { DETACH DELETE m } IN TRANSACTIONS OF 10000 ROWS",
+                    ns=corpus.namespace(rank),
+                ).consume()
+    fresh.close()
+    store.close()
+    return result
+
+
+def _two_phase(mem: Any, namespace: str, cfg: Any) -> Callable[[int], object]:
+    return lambda i: mem.retrieve(namespace, f"q:{i}", cfg)
+
+
+def render(result: dict[str, Any]) -> str:
+    s = result["settings"]
+    m = result["machine"]
+    lines = [
+        "# graphmem at scale: Neo4j",
+        "",
+        f"- {s['n']:,} memories in {s['namespaces']} namespaces "
+        f"(largest {s['largest_namespace']:,}), kinds {s['kind_mix']}; "
+        f"k1={s['k1']}, k2={s['k2']}, λ={s['lam']}",
+        common.machine_markdown(m),
+        f"- ingest: {result['ingest']['per_s']:,}/s ({result['ingest']['seconds']} s, "
+        f"{s['writers']} writer threads, no vector index); load after "
+        f"{[round(x, 2) for x in result['load_after_ingest']]}",
+        f"- vector index build: {result['index_build_s']} s",
+    ]
+    if result.get("store_bytes"):
+        lines.append(f"- store size on disk: {result['store_bytes'] / 2**30:.2f} GiB")
+    lines += [
+        f"- load before timing {[round(x, 2) for x in result['load_before_timing']]}, at end "
+        f"{[round(x, 2) for x in result['load_at_end']]}",
+        "",
+        "| case | namespace size | p50 ms | p95 ms | queries |",
+        "|---|---|---|---|---|",
+    ]
+    for row in result["latency"]:
+        lines.append(
+            f"| {row['case']} | {row['namespace_size']:,} | {row['p50_ms']:.2f} | "
+            f"{row['p95_ms']:.2f} | {row['samples']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def execute(args: argparse.Namespace) -> dict[str, Any]:
+    result = run(args)
+    markdown = render(result)
+    files = common.write_results(args.out, f"{args.prefix}_scale_{args.scale}", result, markdown)
+    result["files"] = [str(p) for p in files]
+    print(markdown)
+    print("wrote " + ", ".join(result["files"]))
+    return result
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--n", type=int, default=0, help="--scale: memories (0: the scale's)")
+    parser.add_argument("--writers", type=int, default=4, help="--scale: ingest threads")
+    parser.add_argument("--data-dir", type=Path, help="--scale: Neo4j instance dir, for its size")
+    parser.add_argument("--keep", action="store_true", help="--scale: keep the memories")
