@@ -14,12 +14,13 @@ condition plays the same stream with a fresh memory:
   comes from. ``notes``: fact notes only (retrieved at the start, recalled in the task);
   ``procedures``: procedures only, no fact notes written or read; the explorer follows the
   steps of the successful procedures two-phase retrieval finds (adapted to the game,
-  :mod:`graphmem.envs.procedures`) and only the followed ones are credited; ``both``: the two.
+  :mod:`graphmem.examples.envs.procedures`) and only the followed ones are credited; ``both``: the
+  two.
 
 The agent is the LangGraph agent flow (:mod:`flows.agent`): retrieve (two-phase, an Episode
-records what was handed over) → the rule-based explorer of :mod:`graphmem.envs.agents` plays with
-the hints, asking memory about every item or cooking verb it meets without knowing it (in-task
-recall, two-phase with the condition's λ, k1=10, k2=3; the hits join the Episode) →
+records what was handed over) → the rule-based explorer of :mod:`graphmem.examples.envs.agents`
+plays with the hints, asking memory about every item or cooking verb it meets without knowing it
+(in-task recall, two-phase with the condition's λ, k1=10, k2=3; the hits join the Episode) →
 ``finish_episode`` (Q ← Q + α(R − Q)) → ``GraphMemory.update`` with the strategy (procedures
 built at the granularity, tips and corrections on failure) → the facts the game taught, one
 consolidated note per subject (:func:`flows.textworld_agent.learn_facts_by_subject`) → A-MEM
@@ -62,7 +63,7 @@ from bench.common import (
     write_results,
 )
 from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
-from graphmem.metrics import EpisodeRecord, summarise
+from graphmem.examples.metrics import EpisodeRecord, summarise
 from graphmem.models import Granularity, Hit, MemoryKind, Procedure
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,7 @@ def procedure_hints(memory: Any, namespace: str, proc: Procedure) -> list[str]:
     proceduralized (both): the script as the plan, plus the placements the raw trajectory ended
     with (the detail a script abstracts away).
     """
-    from graphmem.build import procedure_chain
+    from graphmem.ops.build import procedure_chain
 
     steps, _ = procedure_chain(memory.store, namespace, proc.id)
     raw = [s.action for s in steps if s.action.strip()]
@@ -327,7 +328,7 @@ def run_condition(
         RECALL_RETRIEVAL,
         learn_facts_by_subject,
     )
-    from graphmem.envs.agents import make_explorer
+    from graphmem.examples.envs.agents import make_explorer
 
     memory = open_memory(store_dir, embedder, condition, llm=llm)
     policy = CountingPolicy(
@@ -601,8 +602,8 @@ def run_game(
     from tqdm import tqdm
 
     from flows.textworld_agent import PROCEDURE_RETRIEVAL
-    from graphmem.envs.procedures import MAX_PLANS
-    from graphmem.envs.textworld import TextWorldEnv
+    from graphmem.examples.envs.procedures import MAX_PLANS
+    from graphmem.examples.envs.textworld import TextWorldEnv
 
     offset = getattr(args, "seed_offset", 0)
     fold = getattr(args, "fold", "test")
@@ -877,7 +878,7 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
         raise SystemExit(
             f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}"
         )
-    from graphmem.envs.textworld import EXPLORED_GAMES, TWX_GAMES
+    from graphmem.examples.envs.textworld import EXPLORED_GAMES, TWX_GAMES
 
     if args.game not in TWX_GAMES:
         raise SystemExit(f"unknown game {args.game!r}; TextWorldExpress has {', '.join(TWX_GAMES)}")

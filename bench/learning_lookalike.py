@@ -24,7 +24,7 @@ persistently low-Q memories (graphmem's obsolescence, on by default in MemoryCon
 off in the main conditions so that the retrieval score alone is compared; the ``+demotion`` rows
 switch it on.
 
-Q0 variants reproduce DESIGN.md §6: with rewards {0, 1} and Q0 = 0 a failure teaches nothing
+Q0 variants reproduce docs/design.md §6: with rewards {0, 1} and Q0 = 0 a failure teaches nothing
 (Q stays 0), so stale look-alikes are never pushed down; Q0 = 0.5 (neutral) or rewards ±1 fix it.
 
 Run::
@@ -56,7 +56,7 @@ from bench.common import (
 )
 from bench.learning import embedder_label, make_embedder, plot_runs
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig, UpdateStrategy
-from graphmem.metrics import EpisodeRecord, summarise
+from graphmem.examples.metrics import EpisodeRecord, summarise
 from graphmem.models import MemoryKind, Trajectory, TrajectoryStep
 
 log = logging.getLogger(__name__)
@@ -159,9 +159,9 @@ def run_stream(
     store_dir: Path | None,
 ) -> list[EpisodeRecord]:
     """One stream under ``cond``; returns per-episode records (task = the chore)."""
-    from graphmem.build import procedure_chain
     from graphmem.memory import GraphMemory
-    from graphmem.obsolescence import demote
+    from graphmem.ops.build import procedure_chain
+    from graphmem.ops.obsolescence import demote
     from graphmem.stores.embedded import EmbeddedStore
 
     rng = random.Random(stream_seed)

@@ -6,8 +6,8 @@ budget), the gold trajectories of ``--train`` *train* variations (from position
 (proceduralized; the task description is the key). Then ``--test`` variations of ``--fold``
 (test or dev, from position ``--test-start``) are played twice:
 
-- ``none``: the replay-and-adapt agent (:class:`graphmem.envs.scienceworld.ReplayAdapter`) with
-  no hints, i.e. its exploration only (it focuses on the task's own object and answers
+- ``none``: the replay-and-adapt agent (:class:`graphmem.examples.envs.scienceworld.ReplayAdapter`)
+  with no hints, i.e. its exploration only (it focuses on the task's own object and answers
   disambiguation prompts with the option that matches what it meant);
 - ``memory``: the same agent handed the procedures graphmem retrieves for the variation's task
   description (two-phase, λ=0.5, k1=5, k2=3; an Episode records them). It replays the nearest
@@ -76,8 +76,8 @@ GOLD_BUDGET = 500
 
 def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
     """``TASK :: a1; a2`` hints (what ReplayAdapter reads) from successful retrieved procedures."""
-    from graphmem.build import procedure_chain
-    from graphmem.envs.scienceworld import answer_evidence, procedure_hint
+    from graphmem.examples.envs.scienceworld import answer_evidence, procedure_hint
+    from graphmem.ops.build import procedure_chain
 
     hints = []
     for hit in hits:
@@ -103,8 +103,8 @@ def run_task(
     task: str, mem: Any, args: argparse.Namespace, progress: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Gold → memory for ``task``, then both conditions on its test variations."""
-    from graphmem.envs.runner import run_episode
-    from graphmem.envs.scienceworld import ReplayAdapter, ScienceWorldEnv, gold_trajectory
+    from graphmem.examples.envs.runner import run_episode
+    from graphmem.examples.envs.scienceworld import ReplayAdapter, ScienceWorldEnv, gold_trajectory
 
     env = ScienceWorldEnv(task, step_budget=args.budget)
     episodes: list[dict[str, Any]] = []
@@ -259,7 +259,7 @@ def task_job(
 def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from graphmem.envs.scienceworld import ScienceWorldEnv
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
 
     if args.quick:
         args.tasks, args.train, args.test, args.budget = "use-thermometer", 1, 1, 8

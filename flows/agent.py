@@ -10,14 +10,14 @@ no-memory baseline of the same agent). The environment, the policy and the memor
 run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"seed": n}`` in.
 
 Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
-questions (:class:`~graphmem.envs.agents.RecallingPolicy`, e.g. "where does the gray coat
+questions (:class:`~graphmem.examples.envs.agents.RecallingPolicy`, e.g. "where does the gray coat
 belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
 and those memories join the task's Episode, so the reward credits them as well.
 
 Procedures can be acted on, not only read: with ``context.procedures`` set, a policy that
-follows procedures (:class:`~graphmem.envs.procedures.ProcedurePolicy`) is handed the successful
-procedures two-phase retrieval finds for the task (best first); when the task ends, the ones it
-took steps from join the Episode (``followed``), so the reward credits exactly those.
+follows procedures (:class:`~graphmem.examples.envs.procedures.ProcedurePolicy`) is handed the
+successful procedures two-phase retrieval finds for the task (best first); when the task ends, the
+ones it took steps from join the Episode (``followed``), so the reward credits exactly those.
 
 Each policy step is a graph step, so a run needs a recursion limit above the step budget;
 :func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
@@ -37,14 +37,14 @@ from flows.evolve import build_evolve_graph
 from flows.retrieve import build_retrieve_graph
 from flows.state import AgentContext, AgentState, HitRecord, StepRecord, hit_record, resolve
 from flows.update import build_update_graph
-from graphmem.build import procedure_chain
-from graphmem.envs.agents import RecallingPolicy, UsingPolicy
-from graphmem.envs.procedures import ProcedurePolicy, plans_from_hits
-from graphmem.episodes import record_retrieval
 from graphmem.errors import ConfigError, LLMError
+from graphmem.examples.envs.agents import RecallingPolicy, UsingPolicy
+from graphmem.examples.envs.procedures import ProcedurePolicy, plans_from_hits
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
-from graphmem.retrieve import Retrieval
+from graphmem.ops.build import procedure_chain
+from graphmem.ops.episodes import record_retrieval
+from graphmem.ops.retrieve import Retrieval
 
 log = logging.getLogger(__name__)
 
@@ -324,7 +324,13 @@ def build_agent_graph(
         log.debug("seed %s: success=%s in %d steps", state["seed"], success, len(steps))
         used = credit_used(state, runtime)
         followed = credit_followed(cast(AgentState, {**state, **used}), runtime)
-        return {**used, **followed, "reward": reward, "trajectory": trajectory}
+        marks: dict[str, Any] = {**used, **followed}
+        if ctx.use_memory and not (marks.get("episode_id") or state.get("episode_id")):
+            # Every run with memory is an Episode, even one that used nothing it was handed:
+            # the update flow finishes it with the reward, which then credits no memory.
+            mem, namespace, _ = resolve(runtime, memory)
+            marks["episode_id"] = mem.start_episode(namespace, state["task"]).id
+        return {**marks, "reward": reward, "trajectory": trajectory}
 
     def after_finish(state: AgentState, runtime: Runtime[AgentContext]) -> str:
         return "update" if _agent_context(runtime).use_memory else END

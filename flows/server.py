@@ -47,7 +47,7 @@ from flows.state import (
     UpdateState,
 )
 from flows.update import build_update_graph
-from graphmem.envs.agents import Policy, make_explorer
+from graphmem.examples.envs.agents import Policy, make_explorer
 from graphmem.memory import GraphMemory
 
 _lock = threading.Lock()
@@ -127,7 +127,7 @@ def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, 
         learn_facts_by_subject,
         textworld_hints,
     )
-    from graphmem.envs.textworld import TextWorldEnv
+    from graphmem.examples.envs.textworld import TextWorldEnv
 
     served = runtime.context if runtime.context is not None else ServedAgentContext()
     budget = served.step_budget or DEFAULT_BUDGET.get(served.game, 50)

@@ -1,11 +1,12 @@
 """A LangGraph agent that solves a stream of TextWorldExpress games with graphmem memory.
 
 It is the agent flow (:mod:`flows.agent`) with text-game parts: the policy node is the offline
-rule-based explorer of :mod:`graphmem.envs.agents` (or, with ``--llm``, any OpenAI-compatible
-chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY``, see
+rule-based explorer of :mod:`graphmem.examples.envs.agents` (or, with ``--llm``, any
+OpenAI-compatible chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` /
+``GRAPHMEM_LLM_API_KEY``, see
 :mod:`graphmem.settings`), retrieved notes become hints, retrieved procedures are followed
-(adapted to the game, :mod:`graphmem.envs.procedures`; the reward credits those followed), and
-after each game the facts it taught ("roast means cook in oven", "newspaper belongs in side
+(adapted to the game, :mod:`graphmem.examples.envs.procedures`; the reward credits those followed),
+and after each game the facts it taught ("roast means cook in oven", "newspaper belongs in side
 table") are saved as notes beside the procedure and tip that the update flow writes. Needs
 Java 17.
 
@@ -43,16 +44,16 @@ from langchain_core.language_models import BaseChatModel
 
 from flows.agent import build_agent_graph, default_hints, run_task
 from flows.state import AgentContext, AgentState, LearnFn
-from graphmem.build import revise_note
 from graphmem.config import RetrievalConfig, UpdateStrategy
-from graphmem.envs.agents import ChatPolicy as ChatPolicy
-from graphmem.envs.agents import Policy, make_explorer
-from graphmem.envs.agents import choose_action as choose_action
-from graphmem.envs.hints import extract_facts, fact_subject, scope_tag
-from graphmem.envs.textworld import TextWorldEnv
+from graphmem.examples.envs.agents import ChatPolicy as ChatPolicy
+from graphmem.examples.envs.agents import Policy, make_explorer
+from graphmem.examples.envs.agents import choose_action as choose_action
+from graphmem.examples.envs.hints import extract_facts, fact_subject, scope_tag
+from graphmem.examples.envs.textworld import TextWorldEnv
 from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
+from graphmem.ops.build import revise_note
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +63,8 @@ utility Q learned from outcomes decides which notes are handed to the explorer."
 
 PROCEDURE_RETRIEVAL = RetrievalConfig(k1=20, k2=6, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 """Procedures the explorer may follow: recall 20, keep the 6 best by two-phase score (the
-successful ones among them are offered, best first; :mod:`graphmem.envs.procedures` adapts up
-to three). Only those it takes steps from join the Episode, so Q is learned per procedure
+successful ones among them are offered, best first; :mod:`graphmem.examples.envs.procedures` adapts
+up to three). Only those it takes steps from join the Episode, so Q is learned per procedure
 followed."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
@@ -128,7 +129,7 @@ def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentStat
     A subject that already has a note is consolidated: when the game taught something new
     (where a fact contradicts an old one, this game's wins), the note evolves into a new
     version holding the old facts and the new (EVOLVED_FROM the old one, version + 1, the old
-    one obsolete; :func:`graphmem.build.revise_note`); the same facts, in whatever order,
+    one obsolete; :func:`graphmem.ops.build.revise_note`); the same facts, in whatever order,
     change nothing. Returns the ids of the notes written (new ones and new versions).
     """
     steps = [(s["action"], s["observation"], s["reward"]) for s in state.get("steps", [])]
@@ -193,7 +194,7 @@ def _negation(fact: str) -> str:
 
 # ---- an LLM policy ---------------------------------------------------------------------------
 
-# ChatPolicy and choose_action live in graphmem.envs.agents (re-exported here for callers).
+# ChatPolicy and choose_action live in graphmem.examples.envs.agents (re-exported here for callers).
 
 
 def llm_from_settings() -> MemoryLLM:
@@ -282,8 +283,8 @@ def run_stream(
     saves the facts a game taught (by default one consolidated note per subject;
     :func:`learn_facts` keeps one note per game). With ``procedures`` the explorer is also
     handed the successful procedures of similar games and follows their steps where they
-    apply (adapted to this game; :mod:`graphmem.envs.procedures`), and the reward credits the
-    ones it followed; None leaves procedures unread. A stream takes minutes: ``progress=True``
+    apply (adapted to this game; :mod:`graphmem.examples.envs.procedures`), and the reward credits
+    the ones it followed; None leaves procedures unread. A stream takes minutes: ``progress=True``
     shows a tqdm bar on stderr, and a :data:`ProgressFn` is called after each game.
     ``step_budget`` None is the game's :data:`DEFAULT_BUDGET`; anything below 1 is refused.
     """

@@ -21,9 +21,9 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from flows.state import MemoryContext, UpdateState, resolve, summary
-from graphmem.episodes import EpisodeFinished
 from graphmem.memory import GraphMemory
-from graphmem.update import UpdateResult
+from graphmem.ops.episodes import EpisodeFinished
+from graphmem.ops.update import UpdateResult
 
 log = logging.getLogger(__name__)
 

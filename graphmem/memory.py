@@ -21,14 +21,14 @@ from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
 from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
-    from graphmem.build import BuildResult
-    from graphmem.episodes import EpisodeOutcome, QChange
-    from graphmem.evolve import EvolutionResult
-    from graphmem.history import History
     from graphmem.llm import MemoryLLM
     from graphmem.models import Episode, Note
-    from graphmem.retrieve import Retrieval
-    from graphmem.update import UpdateResult
+    from graphmem.ops.build import BuildResult
+    from graphmem.ops.episodes import EpisodeOutcome, QChange
+    from graphmem.ops.evolve import EvolutionResult
+    from graphmem.ops.history import History
+    from graphmem.ops.retrieve import Retrieval
+    from graphmem.ops.update import UpdateResult
 
 
 class GraphMemory:
@@ -83,7 +83,7 @@ class GraphMemory:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- build (graphmem.build) ----------------------------------------------------------
+    # ---- build (graphmem.ops.build) ----------------------------------------------------------
 
     def add_note(
         self, namespace: str, content: str, *, evolve: bool = False, **fields: Any
@@ -92,14 +92,14 @@ class GraphMemory:
 
         ``evolve=True`` then links it to its neighbours and refreshes them (A-MEM).
         """
-        from graphmem.build import add_note
+        from graphmem.ops.build import add_note
 
         strict = evolve and self.llm is not None and not self.llm.fallback
         fresh = strict and not self._has_note(namespace, content)
         note = add_note(self, namespace, content, **fields)
         if evolve:
             from graphmem.errors import LLMError
-            from graphmem.evolve import evolve_many
+            from graphmem.ops.evolve import evolve_many
 
             try:
                 evolve_many(self, namespace, [note.id])
@@ -129,16 +129,16 @@ class GraphMemory:
 
         ``evolve=True`` then links the new procedure to related ones (A-MEM).
         """
-        from graphmem.build import build
+        from graphmem.ops.build import build
 
         result = build(self, namespace, trajectory, granularity=granularity, key_mode=key_mode)
         if evolve and not result.deduplicated:
-            from graphmem.evolve import evolve_many
+            from graphmem.ops.evolve import evolve_many
 
             evolve_many(self, namespace, [result.procedure.id])
         return result
 
-    # ---- retrieve and learn (graphmem.retrieve, graphmem.episodes) ----------------------
+    # ---- retrieve and learn (graphmem.ops.retrieve, graphmem.ops.episodes) ----------------------
 
     def retrieve(
         self,
@@ -152,7 +152,7 @@ class GraphMemory:
     ) -> Retrieval:
         """Two-phase retrieval; ``open_episode=True`` records what was handed to the agent
         (``episode_id`` adds to an episode from :meth:`start_episode` instead)."""
-        from graphmem.retrieve import retrieve
+        from graphmem.ops.retrieve import retrieve
 
         return retrieve(
             self,
@@ -166,13 +166,13 @@ class GraphMemory:
 
     def start_episode(self, namespace: str, task_text: str) -> Episode:
         """Open an episode for an agent that retrieves several times in one run."""
-        from graphmem.episodes import start_episode
+        from graphmem.ops.episodes import start_episode
 
         return start_episode(self, namespace, task_text)
 
     def q_history(self, namespace: str, memory_id: str) -> list[QChange]:
         """The finished episodes that moved a memory's Q, oldest first."""
-        from graphmem.episodes import q_history
+        from graphmem.ops.episodes import q_history
 
         return q_history(self, namespace, memory_id)
 
@@ -186,11 +186,11 @@ class GraphMemory:
         alpha: float | None = None,
     ) -> EpisodeOutcome:
         """Credit assignment: ``Q ← Q + α(R − Q)`` on exactly what the episode retrieved."""
-        from graphmem.episodes import finish_episode
+        from graphmem.ops.episodes import finish_episode
 
         return finish_episode(self, namespace, episode_id, reward, success=success, alpha=alpha)
 
-    # ---- update and evolve (graphmem.update, graphmem.evolve, graphmem.history) ----------
+    # ---- update and evolve (graphmem.ops.update, graphmem.ops.evolve, graphmem.ops.history) ------
 
     def update(
         self,
@@ -201,7 +201,7 @@ class GraphMemory:
         episode_id: str | None = None,
     ) -> UpdateResult:
         """Memory-set update after an episode (vanilla / validation / adjustment)."""
-        from graphmem.update import update
+        from graphmem.ops.update import update
 
         return update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
 
@@ -211,18 +211,18 @@ class GraphMemory:
         The exact inverse of demotion (``UpdateResult.demoted`` lists what ``update`` demoted);
         a superseded memory is refused with InvalidInput.
         """
-        from graphmem.obsolescence import restore
+        from graphmem.ops.obsolescence import restore
 
         return restore(self, namespace, memory_id)
 
     def evolve(self, namespace: str, memory_id: str) -> EvolutionResult:
         """A-MEM evolution: link a memory to its neighbours and refresh them as new versions."""
-        from graphmem.evolve import evolve
+        from graphmem.ops.evolve import evolve
 
         return evolve(self, namespace, memory_id)
 
     def history(self, namespace: str, memory_id: str) -> History:
         """The versions, links and episodes that shaped a memory."""
-        from graphmem.history import history
+        from graphmem.ops.history import history
 
         return history(self, namespace, memory_id)

@@ -2,7 +2,7 @@
 
 Every memory node is a :class:`Memory` of one kind (Note, Task, Procedure, Step, Tip, Episode) in
 a required namespace, with timestamps, provenance, utility statistics and a version/obsolete
-marker. Edges are :class:`Edge` records of one :class:`EdgeKind`. See DESIGN.md §1.
+marker. Edges are :class:`Edge` records of one :class:`EdgeKind`. See docs/design.md §1.
 
 >>> note = Note(namespace="demo", content="Keys are usually in the hall drawer.")
 >>> note.kind
@@ -493,7 +493,7 @@ class Edge(GraphmemModel):
 
 
 class Hit(BaseModel):
-    """One retrieved memory with the parts of its score (DESIGN.md §2, Retrieve)."""
+    """One retrieved memory with the parts of its score (docs/design.md §2.2)."""
 
     memory: AnyMemory
     rank: int = Field(ge=0, description="0-based rank in the final selection.")

@@ -9,6 +9,7 @@ namespaces starting with its own ``namespace`` and those are deleted after it.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,17 @@ from graphmem.testing import unique_namespace
 
 NEO4J_TEST_DIMENSION = 384
 """The one embedding dimension every test using the shared Neo4j database agrees on."""
+
+
+@pytest.fixture(autouse=True)
+def _logger_levels() -> Iterator[None]:
+    """Benchmarks run in-process quiet the ``graphmem`` and ``py4j`` loggers (as their command
+    lines should); put the levels back so a later test's ``caplog`` sees what it expects."""
+    loggers = [logging.getLogger(name) for name in ("graphmem", "py4j", "graphmem.llm")]
+    levels = [lg.level for lg in loggers]
+    yield
+    for lg, level in zip(loggers, levels, strict=True):
+        lg.setLevel(level)
 
 
 def _backends() -> list[Any]:

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from graphmem import cli_bench
-from graphmem.envs.jvm import has_java17
+from graphmem.cli import bench as cli_bench
+from graphmem.examples.envs.jvm import has_java17
 
 learning = cli_bench.load("bench.learning")
 lookalike = cli_bench.load("bench.learning_lookalike")
@@ -154,7 +154,7 @@ def test_textworld_llm_policy_calls_are_counted(tmp_path: Path) -> None:
 
     from flows.textworld_agent import ChatPolicy
     from graphmem.embedding import HashingEmbedder
-    from graphmem.envs.textworld import TextWorldEnv
+    from graphmem.examples.envs.textworld import TextWorldEnv
 
     def policy() -> ChatPolicy:
         replies = iter([AIMessage("look around")] * 100)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from graphmem import cli, cli_bench
+from graphmem import cli
+from graphmem.cli import bench as cli_bench
 from graphmem.errors import ConfigError
 
 speed = cli_bench.load("bench.speed")

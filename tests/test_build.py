@@ -1,4 +1,4 @@
-"""Build (Mem^p B(τ, r)) and notes (A-MEM): the DESIGN.md §1 shapes on every store, offline and
+"""Build (Mem^p B(τ, r)) and notes (A-MEM): the docs/design.md §1 shapes on every store, offline and
 through ChatOpenAI, deduplication, key modes."""
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import pytest
 from openai_stub import OpenAIStub
 
 from graphmem import GraphMemory, HashingEmbedder, SentenceTransformerEmbedder
-from graphmem.build import BuildResult, procedure_chain, trajectory_hash
 from graphmem.config import MemoryConfig
 from graphmem.errors import EmptyContent, InvalidInput, InvalidNamespace
 from graphmem.keywords import extract_keywords, keyword_key
@@ -28,6 +27,7 @@ from graphmem.models import (
     Task,
     Trajectory,
 )
+from graphmem.ops.build import BuildResult, procedure_chain, trajectory_hash
 from graphmem.stores.base import MemoryStore
 
 TASK = "Put a clean mug in the coffee machine and brew coffee"

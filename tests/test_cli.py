@@ -163,8 +163,8 @@ def test_demo_refuses_bad_arguments_before_clearing_its_namespace(
 
 
 def test_demo_api_validates_before_it_opens_the_store(tmp_path: Path) -> None:
-    from graphmem.demo import run_demo
     from graphmem.errors import ConfigError, InvalidNamespace
+    from graphmem.examples.demo import run_demo
     from graphmem.settings import Settings
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.envs.jvm import has_java17
+from graphmem.examples.envs.jvm import has_java17
 from graphmem.stores.embedded import EmbeddedStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def one_error_line(result: subprocess.CompletedProcess[str]) -> str:
 def fake_instance(tmp_path: Path) -> Iterator[Path]:
     """An instance directory started on ports 27687/27474, its "server" a live process whose
     command line is the one ``neo4j start`` runs (no Java needed)."""
-    from graphmem.neo4j_server import ENTRY_POINT, PID_FILE
+    from graphmem.launcher.server import ENTRY_POINT, PID_FILE
 
     data_dir = tmp_path / "inst"
     (data_dir / "conf").mkdir(parents=True)
@@ -98,7 +98,7 @@ def test_neo4j_status_reports_the_instances_own_ports(tmp_path: Path, fake_insta
 
 def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
     from flows.textworld_agent import DEFAULT_BUDGET
-    from graphmem.demo import GAME_BUDGETS
+    from graphmem.examples.demo import GAME_BUDGETS
 
     assert {g: DEFAULT_BUDGET[g] for g in GAME_BUDGETS} == GAME_BUDGETS
     demo = " ".join(run(tmp_path, "demo", "--help").stdout.split())
@@ -134,7 +134,7 @@ def test_a_zero_budget_is_an_error_everywhere(tmp_path: Path) -> None:
     assert "must be at least 1" in line
     from flows.textworld_agent import run_stream
     from graphmem.embedding import HashingEmbedder
-    from graphmem.envs.textworld import InvalidEnvInput
+    from graphmem.examples.envs.textworld import InvalidEnvInput
     from graphmem.memory import GraphMemory
 
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
@@ -236,8 +236,8 @@ def test_run_stream_reports_progress_after_each_game() -> None:
 @pytest.mark.neo4j
 @pytest.mark.skipif(not os.environ.get("GRAPHMEM_NEO4J_URI"), reason="needs GRAPHMEM_NEO4J_URI")
 def test_browser_url_is_the_servers_real_http_port() -> None:
-    from graphmem.demo import browser_url
     from graphmem.embedding import HashingEmbedder
+    from graphmem.examples.demo import browser_url
     from graphmem.memory import GraphMemory
     from graphmem.settings import Settings
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.envs.jvm import has_java17
+from graphmem.examples.envs.jvm import has_java17
 from graphmem.models import Note, Procedure
 from graphmem.settings import Settings
 from graphmem.stores.embedded import EmbeddedStore
@@ -18,7 +18,7 @@ pytestmark = [
 
 
 def test_demo_learns_and_writes_its_pictures(tmp_path: Path) -> None:
-    from graphmem.demo import run_demo
+    from graphmem.examples.demo import run_demo
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")
     base, learned = run_demo(settings, episodes=8, out=tmp_path / "out", namespace="demo-test")
@@ -36,7 +36,7 @@ def test_demo_learns_and_writes_its_pictures(tmp_path: Path) -> None:
 
 
 def test_demo_clears_its_namespace_unless_kept(tmp_path: Path) -> None:
-    from graphmem.demo import run_demo
+    from graphmem.examples.demo import run_demo
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")
     run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-test")

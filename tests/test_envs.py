@@ -1,4 +1,4 @@
-"""Text-game environments and rule-based agents (graphmem.envs).
+"""Text-game environments and rule-based agents (graphmem.examples.envs).
 
 Pure hint/fact helpers run everywhere; tests that start a JVM are marked ``java`` and skip
 when no Java 17 runtime (or the envs extra) is present.
@@ -10,18 +10,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from graphmem.envs.agents import inventory_items, make_explorer
-from graphmem.envs.hints import (
+from graphmem.examples.envs.agents import inventory_items, make_explorer
+from graphmem.examples.envs.hints import (
     distill_actions,
     extract_facts,
     fact_subject,
     hints_from_procedures,
     parse_hints,
 )
-from graphmem.envs.jvm import InvalidEnvInput, has_java17
-from graphmem.envs.runner import run_episode
-from graphmem.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
-from graphmem.envs.textworld import TextWorldEnv
+from graphmem.examples.envs.jvm import InvalidEnvInput, has_java17
+from graphmem.examples.envs.runner import run_episode
+from graphmem.examples.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
+from graphmem.examples.envs.textworld import TextWorldEnv
 from graphmem.models import Trajectory
 
 try:
@@ -241,7 +241,7 @@ def test_twc_adapter_basics_and_gold_path(twc_env: TextWorldEnv) -> None:
 @pytest.mark.java
 @requires_java
 def test_step_budget_ends_the_episode() -> None:
-    from graphmem.envs.jvm import EnvError
+    from graphmem.examples.envs.jvm import EnvError
 
     env = TextWorldEnv("twc", step_budget=2)
     try:
@@ -289,7 +289,7 @@ def test_cross_seed_facts_help_cookingworld() -> None:
 @pytest.mark.slow
 @requires_java
 def test_scienceworld_gold_trajectory_and_replay() -> None:
-    from graphmem.envs.scienceworld import ScienceWorldEnv, gold_trajectory, procedure_hint
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory, procedure_hint
 
     with ScienceWorldEnv("use-thermometer", step_budget=30, list_valid_actions=False) as env:
         train = env.variations("train")

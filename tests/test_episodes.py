@@ -11,9 +11,9 @@ import pytest
 
 from graphmem import GraphMemory, MemoryConfig
 from graphmem.config import RetrievalConfig
-from graphmem.episodes import EpisodeFinished, q_history, start_episode
 from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, Procedure
+from graphmem.ops.episodes import EpisodeFinished, q_history, start_episode
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 

@@ -14,9 +14,9 @@ from openai_stub import OpenAIStub
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import EvolutionConfig, MemoryConfig
 from graphmem.errors import InvalidInput, MemoryNotFound
-from graphmem.evolve import evolve, evolve_many
 from graphmem.llm import MemoryLLM
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note
+from graphmem.ops.evolve import evolve, evolve_many
 from graphmem.stores.base import MemoryStore
 
 TEA = [

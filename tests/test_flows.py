@@ -13,6 +13,7 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from trajectories import TEA_TRAJECTORY as TRAJECTORY
 
 from flows import (
     AgentContext,
@@ -27,25 +28,14 @@ from flows import (
 from flows.state import HitRecord
 from graphmem.config import RetrievalConfig
 from graphmem.embedding import HashingEmbedder
-from graphmem.envs.agents import Decision
-from graphmem.envs.base import Observation, StepResult
 from graphmem.errors import ConfigError
+from graphmem.examples.envs.agents import Decision
+from graphmem.examples.envs.base import Observation, StepResult
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
 from graphmem.stores.base import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
-
-TRAJECTORY = {
-    "task": "make tea in the kitchen",
-    "reward": 1.0,
-    "success": True,
-    "steps": [
-        {"action": "fill kettle", "observation": "The kettle is full."},
-        {"action": "boil water", "observation": "The water boils."},
-        {"action": "pour water on tea bag", "observation": "Tea is ready."},
-    ],
-}
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.errors import MemoryNotFound
-from graphmem.history import history
 from graphmem.llm import MemoryLLM
 from graphmem.models import EdgeKind
+from graphmem.ops.history import history
 from graphmem.stores.base import MemoryStore
 
 LAMP = "light the lamp in the study"
@@ -124,7 +124,7 @@ def test_history_of_a_plain_memory_and_unknown_ids(mem: GraphMemory, namespace: 
 
 
 def _note_chain(mem: GraphMemory, namespace: str, versions: int) -> list[str]:
-    from graphmem.build import revise_note
+    from graphmem.ops.build import revise_note
 
     note = mem.add_note(namespace, "Soup: heat it on the stove.")
     ids = [note.id]
@@ -135,11 +135,11 @@ def _note_chain(mem: GraphMemory, namespace: str, versions: int) -> list[str]:
 
 
 def test_version_chains_lists_the_longest_first(mem: GraphMemory, namespace: str) -> None:
-    from graphmem.history import version_chains
+    from graphmem.ops.history import version_chains
 
     long = _note_chain(mem, namespace, 3)
     other = mem.add_note(namespace, "Bread: bake at 220 degrees.")
-    from graphmem.build import revise_note
+    from graphmem.ops.build import revise_note
 
     short = revise_note(mem, namespace, [other.id], f"{other.content} For 30 min.", change="time")
     chains = version_chains(mem, namespace)

@@ -23,6 +23,7 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
+from trajectories import TEA_TRAJECTORY as TRAJECTORY
 
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -31,16 +32,6 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHS = ("graphmem_retrieve", "graphmem_build", "graphmem_update", "graphmem_evolve")
 START_TIMEOUT_S = 90.0
-TRAJECTORY = {
-    "task": "make tea in the kitchen",
-    "reward": 1.0,
-    "success": True,
-    "steps": [
-        {"action": "fill kettle", "observation": "The kettle is full."},
-        {"action": "boil water", "observation": "The water boils."},
-        {"action": "pour water on tea bag", "observation": "Tea is ready."},
-    ],
-}
 
 
 def _free_port() -> int:
@@ -188,7 +179,7 @@ def test_no_blocking_call_reached_the_event_loop(server: Server) -> None:
 def test_agent_plays_a_game_over_http(server: Server) -> None:
     """The context names the environment and the policy; memory learned is kept in the store."""
     pytest.importorskip("textworld_express")
-    from graphmem.envs import has_java17
+    from graphmem.examples.envs import has_java17
 
     if not has_java17():
         pytest.skip("Java 17 is not installed")

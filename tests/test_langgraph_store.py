@@ -38,7 +38,12 @@ from langgraph.store.base import (
 
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import InvalidInput
-from graphmem.langgraph_store import GraphMemoryStore, GraphSearchItem, escape_label, item_id
+from graphmem.integrations.langgraph_store import (
+    GraphMemoryStore,
+    GraphSearchItem,
+    escape_label,
+    item_id,
+)
 from graphmem.memory import GraphMemory
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore

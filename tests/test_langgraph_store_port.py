@@ -37,7 +37,7 @@ from langgraph.store.base import (
 )
 
 from graphmem.embedding import HashingEmbedder
-from graphmem.langgraph_store import GraphMemoryStore
+from graphmem.integrations.langgraph_store import GraphMemoryStore
 from graphmem.memory import GraphMemory
 from graphmem.stores.base import MemoryStore
 

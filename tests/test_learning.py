@@ -4,7 +4,7 @@
 Each task family has two procedures whose keys differ by one word: the "bad" key repeats the
 task's wording exactly (so it is the more similar one for every query) but using it fails; the
 "good" key says "then" for "and" and using it succeeds. The environment rewards 1 when the
-top-ranked memory is a good one, else 0 (rewards {0, 1}, neutral Q0 = 0.5, DESIGN.md §6).
+top-ranked memory is a good one, else 0 (rewards {0, 1}, neutral Q0 = 0.5, docs/design.md §6).
 Everything is seeded, so the outcome is the same on every run and every store.
 """
 
@@ -116,7 +116,7 @@ def test_value_aware_retrieval_learns_what_similarity_cannot(
 
 
 def test_a_neutral_q0_is_what_lets_failures_teach(store: MemoryStore, namespace: str) -> None:
-    """With rewards {0, 1}, Q0 = 0 means a failure moves nothing (DESIGN.md §6)."""
+    """With rewards {0, 1}, Q0 = 0 means a failure moves nothing (docs/design.md §6)."""
     greedy = LEARN.model_copy(update={"epsilon": 0.0})
     results = {}
     for q0 in (0.0, 0.5):

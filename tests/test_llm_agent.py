@@ -17,8 +17,8 @@ from openai_stub import OpenAIStub
 
 from flows.textworld_agent import run_stream
 from graphmem import GraphMemory, HashingEmbedder
-from graphmem.envs.agents import ChatPolicy, Explorer
-from graphmem.envs.base import Observation, StepResult
+from graphmem.examples.envs.agents import ChatPolicy, Explorer
+from graphmem.examples.envs.base import Observation, StepResult
 from graphmem.llm import MemoryLLM
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -148,7 +148,7 @@ def test_the_llm_cli_survives_a_dead_server_and_prints_usage(
     stub: OpenAIStub, tmp_path: Path
 ) -> None:
     pytest.importorskip("textworld_express")
-    from graphmem.envs import has_java17
+    from graphmem.examples.envs import has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")

@@ -21,21 +21,12 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from trajectories import TEA_TRAJECTORY as TRAJECTORY
 
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
 TOOLS = {"search_memory", "save_note", "build_from_trajectory", "report_outcome", "memory_history"}
-TRAJECTORY = {
-    "task": "make tea in the kitchen",
-    "reward": 1.0,
-    "success": True,
-    "steps": [
-        {"action": "fill kettle", "observation": "The kettle is full."},
-        {"action": "boil water", "observation": "The water boils."},
-        {"action": "pour water on tea bag", "observation": "Tea is ready."},
-    ],
-}
 
 
 @pytest.fixture

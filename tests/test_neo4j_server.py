@@ -12,7 +12,7 @@ import pytest
 
 from graphmem.cli import main
 from graphmem.errors import ConfigError
-from graphmem.neo4j_server import (
+from graphmem.launcher.server import (
     ENTRY_POINT,
     Neo4jServer,
     Neo4jServerError,
@@ -25,7 +25,7 @@ from graphmem.neo4j_server import (
     read_conf,
     resource_dir,
 )
-from graphmem.schema import schema_files, statements
+from graphmem.stores.neo4j_schema import schema_files, statements
 
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS_NEO4J = pytest.mark.skipif(
@@ -57,7 +57,7 @@ def test_the_pom_pins_neo4j_and_the_browser() -> None:
 
 
 def test_other_releases_get_their_own_pom_cache_java_and_entry_point(tmp_path: Path) -> None:
-    from graphmem.neo4j_jars import (
+    from graphmem.launcher.jars import (
         check_version,
         entry_point,
         java_versions,

@@ -17,9 +17,9 @@ import pytest
 
 from graphmem.errors import ConfigError, DimensionMismatch, InvalidInput, StoreError
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task
-from graphmem.schema import SCHEMA_VERSION
 from graphmem.stores import cypher, neo4j_recall
 from graphmem.stores.neo4j import Neo4jStore
+from graphmem.stores.neo4j_schema import SCHEMA_VERSION
 from graphmem.testing import note, unique_namespace, vec
 
 DIM = 384  # the shared test database's dimension (tests/conftest.py)

@@ -1,7 +1,7 @@
 """Agents act on procedures: a retrieved procedure's steps are adapted to a new game and
 followed, and the reward credits exactly the procedures followed (issue 15).
 
-The follower (:mod:`graphmem.envs.procedures`) is tested on its own, then through the agent
+The follower (:mod:`graphmem.examples.envs.procedures`) is tested on its own, then through the agent
 flow on a small cooking game whose ingredient changes with the seed, so a remembered procedure
 only helps once its objects are substituted.
 """
@@ -18,12 +18,12 @@ from flows.agent import build_agent_graph, run_task
 from flows.state import AgentContext
 from flows.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
 from graphmem.embedding import HashingEmbedder
-from graphmem.envs.agents import Decision, Explorer
-from graphmem.envs.base import Observation, StepResult
-from graphmem.envs.procedures import Plan, ProcedureFollower, ProcedurePolicy
-from graphmem.episodes import retrieved_ids
+from graphmem.examples.envs.agents import Decision, Explorer
+from graphmem.examples.envs.base import Observation, StepResult
+from graphmem.examples.envs.procedures import Plan, ProcedureFollower, ProcedurePolicy
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Procedure
+from graphmem.ops.episodes import retrieved_ids
 from graphmem.stores.base import MemoryStore
 
 # ---- the follower alone ----------------------------------------------------------------------
@@ -282,8 +282,8 @@ def test_without_procedures_in_the_context_none_are_offered(
 @pytest.mark.java
 def test_bench_memory_ablation_plays_none_beside_each_kind(tmp_path: Path) -> None:
     pytest.importorskip("textworld_express")
-    from graphmem import cli_bench
-    from graphmem.envs.jvm import has_java17
+    from graphmem.cli import bench as cli_bench
+    from graphmem.examples.envs.jvm import has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")

@@ -17,7 +17,7 @@ from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import MEMP_RANDOM, RetrievalConfig, RetrievePolicy
 from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
 from graphmem.models import Edge, EdgeKind, Note, Procedure, Step, Tip, TipPolarity
-from graphmem.retrieve import Retrieval, rank_candidates, retrieve, zscores
+from graphmem.ops.retrieve import Retrieval, rank_candidates, retrieve, zscores
 from graphmem.stores.base import MemoryStore
 
 DIM = 384

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig
 from graphmem.errors import InvalidInput
+from graphmem.integrations.langchain_tools import MemoryToolkit
 from graphmem.models import Episode, EpisodeStatus, Note, Procedure
-from graphmem.obsolescence import demote, supersede
-from graphmem.retrieve import rank_candidates, zscores
+from graphmem.ops.obsolescence import demote, supersede
+from graphmem.ops.retrieve import rank_candidates, zscores
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
-from graphmem.tools import MemoryToolkit
 
 HOSTILE = [1e156, -1e156, 1e300, float("nan"), float("inf"), -float("inf"), 1.5, -1.0001]
 
@@ -258,7 +258,7 @@ def test_the_last_live_procedure_of_a_task_is_kept_with_a_warning(
     task = "water the plants on the balcony"
     only = mem.build(namespace, traj(task, False, "look")).procedure
     _used(mem, namespace, [only.id], 0.0, 8)  # q 0.5 → 0.215, below 0.25 after 8 uses
-    with caplog.at_level(logging.WARNING, logger="graphmem.obsolescence"):
+    with caplog.at_level(logging.WARNING, logger="graphmem.ops.obsolescence"):
         assert demote(mem, namespace, [only.id]) == []
     assert not mem.get(namespace, only.id).obsolete
     assert any("last live procedure" in r.message and only.id in r.message for r in caplog.records)
@@ -273,7 +273,7 @@ def test_of_two_failing_procedures_the_worse_goes_and_the_better_stays(
     better = mem.build(namespace, traj(task, True, "open tin")).procedure
     _used(mem, namespace, [worse.id, better.id], 0.0, 8)
     _used(mem, namespace, [worse.id], 0.0, 2)
-    with caplog.at_level(logging.INFO, logger="graphmem.obsolescence"):
+    with caplog.at_level(logging.INFO, logger="graphmem.ops.obsolescence"):
         out = demote(mem, namespace)
     assert [d.memory_id for d in out] == [worse.id]
     assert "after 10 uses" in out[0].reason

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from graphmem.envs.jvm import has_java17
-from graphmem.envs.runner import run_episode
-from graphmem.envs.scienceworld import (
+from graphmem.examples.envs.jvm import has_java17
+from graphmem.examples.envs.runner import run_episode
+from graphmem.examples.envs.scienceworld import (
     ReplayAdapter,
     answer_evidence,
     choose_option,
@@ -174,7 +174,7 @@ def test_replay_substitutes_objects_and_decides_the_answer_anew() -> None:
 @pytest.mark.slow
 @requires_java
 def test_boil_baseline_reaches_the_substance_in_the_simulator() -> None:
-    from graphmem.envs.scienceworld import ScienceWorldEnv
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
 
     with ScienceWorldEnv("boil", step_budget=12) as env:
         result = run_episode(env, ReplayAdapter(), env.variations("test")[0], [])
@@ -187,7 +187,7 @@ def test_boil_baseline_reaches_the_substance_in_the_simulator() -> None:
 @pytest.mark.slow
 @requires_java
 def test_conductivity_replay_answers_for_the_test_substance() -> None:
-    from graphmem.envs.scienceworld import ScienceWorldEnv, gold_trajectory
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory
 
     with ScienceWorldEnv("test-conductivity", step_budget=500, list_valid_actions=False) as env:
         hints = []

@@ -29,7 +29,7 @@ MARGIN = 0.2
 
 def _java_or_skip() -> Any:
     pytest.importorskip("textworld_express")
-    from graphmem.envs import TextWorldEnv, has_java17
+    from graphmem.examples.envs import TextWorldEnv, has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")

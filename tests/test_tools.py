@@ -16,10 +16,10 @@ from langchain_core.runnables import Runnable
 from pydantic import Field
 
 from graphmem.embedding import HashingEmbedder
+from graphmem.integrations.langchain_tools import MemoryToolkit, memory_tools
 from graphmem.memory import GraphMemory
 from graphmem.models import Episode, EpisodeStatus, MemoryKind, Note
 from graphmem.stores.base import MemoryStore
-from graphmem.tools import MemoryToolkit, memory_tools
 
 
 class ScriptedToolModel(BaseChatModel):

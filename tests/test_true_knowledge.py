@@ -12,11 +12,11 @@ from flows.state import AgentContext, AgentState
 from flows.textworld_agent import learn_facts_by_subject
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import ObsolescenceConfig, RetrievalConfig
-from graphmem.envs.agents import CookingExplorer, Decision, UsingPolicy
-from graphmem.envs.base import Observation, StepResult
-from graphmem.envs.hints import fact_scope, note_scope, scope_tag
+from graphmem.examples.envs.agents import CookingExplorer, Decision, UsingPolicy
+from graphmem.examples.envs.base import Observation, StepResult
+from graphmem.examples.envs.hints import fact_scope, note_scope, scope_tag
 from graphmem.models import EdgeKind, MemoryKind, Note
-from graphmem.obsolescence import demote, note_subject
+from graphmem.ops.obsolescence import demote, note_subject
 from graphmem.stores.embedded import EmbeddedStore
 
 NS = "truth"

@@ -14,8 +14,8 @@ from graphmem.config import MemoryConfig, ObsolescenceConfig, UpdateStrategy
 from graphmem.errors import InvalidInput, MemoryNotFound
 from graphmem.llm import MemoryLLM
 from graphmem.models import Edge, EdgeKind, MemoryKind, Procedure, Step, Task, Tip
-from graphmem.obsolescence import demote, supersede
-from graphmem.prompting import procedure_steps
+from graphmem.ops.obsolescence import demote, supersede
+from graphmem.ops.prompting import procedure_steps
 from graphmem.stores.base import MemoryStore
 
 MUG = "put a clean mug in the fridge"

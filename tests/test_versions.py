@@ -10,10 +10,10 @@ import pytest
 
 from flows.textworld_agent import fact_lines, learn_facts_by_subject
 from graphmem import GraphMemory, HashingEmbedder
-from graphmem.build import revise_note
 from graphmem.errors import InvalidInput
 from graphmem.llm import fallbacks
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task, TrajectoryStep
+from graphmem.ops.build import revise_note
 from graphmem.stores.base import MemoryStore
 
 MUG = "Put a clean mug in the coffee machine"
@@ -241,7 +241,7 @@ def test_fallback_reflection_aligns_rather_than_compares_positions() -> None:
 def test_no_correction_back_to_an_earlier_version(mem: GraphMemory, namespace: str) -> None:
     from graphmem.llm.ops import Produced
     from graphmem.models import Procedure
-    from graphmem.update import _corrected_steps, _reference
+    from graphmem.ops.update import _corrected_steps, _reference
 
     first = mem.build(namespace, traj(MUG, GOOD_MUG, True)).procedure
     later = Procedure(

@@ -586,7 +586,7 @@ def test_episode_ranks_follow_score_across_in_task_recalls(
 @pytest.mark.parametrize("games", [5, 30, 300])
 def test_learning_curve_is_a_rolling_mean_at_any_length(games: int, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from graphmem.demo import _plot, curve_window, rolling_rate
+    from graphmem.examples.demo import _plot, curve_window, rolling_rate
 
     assert rolling_rate([True, False, True, True], 2) == [1.0, 0.5, 0.5, 1.0]
     assert 3 <= curve_window(games) <= 50

@@ -212,8 +212,8 @@ def test_a_long_chain_opens_readable_on_its_first_steps(tmp_path: Path) -> None:
 def test_the_demo_chain_page_is_legible(tmp_path: Path) -> None:
     """The demo's own chain.html, opened as a reader would: a screenshot, and the captions
     readable in the first view hold the text of the chain's first steps."""
-    from graphmem.demo import run_demo
-    from graphmem.envs.jvm import has_java17
+    from graphmem.examples.demo import run_demo
+    from graphmem.examples.envs.jvm import has_java17
     from graphmem.settings import Settings
 
     if not has_java17():

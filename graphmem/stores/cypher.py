@@ -198,23 +198,20 @@ RETURN m.id AS id
 # Neo4j Browser styles (GraSS) print numbers as stored: `q_label` is Q with two decimals, for
 # captions. Only the store writes it, with Q (new nodes and imports: neo4j_rows.node_row).
 Q_LABEL: Final = "q_label"
-Q_LABEL_EXPR: Final = (
-    "CASE size(split(toString(round(m.q, 2)), '.')[1]) WHEN 1 "
-    "THEN toString(round(m.q, 2)) + '0' ELSE toString(round(m.q, 2)) END"
-)
 
 # Each SET item reads the property it writes ("direct dependency"), so Neo4j takes the node's
 # write lock before reading: concurrent updates serialise and none is lost. Ids come sorted so
 # concurrent calls lock in the same order.
-UPDATE_UTILITY: Final = f"""
+UPDATE_UTILITY: Final = """
 UNWIND $ids AS id
-MATCH (m:Memory {{namespace: $namespace, id: id}})
+MATCH (m:Memory {namespace: $namespace, id: id})
 SET m.q = m.q + $alpha * ($reward - m.q),
     m.q_updates = m.q_updates + 1,
     m.uses = m.uses + 1,
     m.successes = m.successes + $success_inc,
     m.updated_at = $now
-SET m.{Q_LABEL} = {Q_LABEL_EXPR}
+SET m.q_label = CASE size(split(toString(round(m.q, 2)), '.')[1]) WHEN 1
+    THEN toString(round(m.q, 2)) + '0' ELSE toString(round(m.q, 2)) END
 RETURN properties(m) AS props
 """
 
@@ -293,32 +290,33 @@ RETURN DISTINCT id
 
 # Each recall row carries whether another memory SUPERSEDES it, so retrieval needs no second
 # round trip to drop superseded memories.
-_SUPERSEDED_FLAG = "EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }"
+# (written out in each query: cypher.py interpolates nothing but allow-listed labels)
 
 # The vector index holds every namespace: ask it for `$candidates` neighbours and keep those of
 # this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry and
 # `found` how many passed the filter. Only the `$ship` best of those by the server's exact cosine
 # travel back (embeddings are most of a row's bytes); the caller re-scores them in float64.
-RECALL_INDEX: Final = f"""
+RECALL_INDEX: Final = """
 CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node
 WITH count(*) AS raw,
      collect(CASE WHEN node.namespace = $namespace
                    AND ($kinds IS NULL OR node.kind IN $kinds)
                    AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
               THEN node END) AS kept
-CALL (kept) {{
+CALL (kept) {
   UNWIND kept AS m
   WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
   ORDER BY score DESC, m.id
   LIMIT $ship
-  RETURN collect({{props: properties(m), superseded: {_SUPERSEDED_FLAG}}}) AS rows
-}}
+  RETURN collect({props: properties(m),
+                  superseded: EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }}) AS rows
+}
 RETURN raw, size(kept) AS found, rows
 """
 
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
 # itself keeps only this namespace's live memories of these kinds, so k candidates are k answers.
-RECALL_SEARCH: Final = f"""
+RECALL_SEARCH: Final = """
 CYPHER 25
 MATCH (m:Memory)
   SEARCH m IN (
@@ -327,19 +325,19 @@ MATCH (m:Memory)
     WHERE m.namespace = $namespace AND m.kind IN $kind_list AND m.obsolete IN $obsolete
     LIMIT $candidates
   )
-RETURN properties(m) AS props, {_SUPERSEDED_FLAG} AS superseded
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
 # Exact cosine over the namespace alone, for when the index is missing or cannot fill k.
-RECALL_EXACT: Final = f"""
-MATCH (m:Memory {{namespace: $namespace}})
+RECALL_EXACT: Final = """
+MATCH (m:Memory {namespace: $namespace})
 WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
   AND ($kinds IS NULL OR m.kind IN $kinds)
   AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
 WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
 ORDER BY score DESC, m.id
 LIMIT $limit
-RETURN properties(m) AS props, {_SUPERSEDED_FLAG} AS superseded
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
 FIND_BY_HASH: Final = """

@@ -7,8 +7,8 @@ Writes are batched with UNWIND inside managed transactions, which the driver ret
 transient errors; ``neo4j://`` routing URIs work unchanged.
 
 The schema (constraints, vector and full-text indexes) is applied explicitly with
-:func:`graphmem.schema.setup` or ``graphmem schema apply``, never by the constructor. The one
-exception: if the uniqueness constraints are missing, the first write that can create a node
+:func:`graphmem.stores.neo4j_schema.setup` or ``graphmem schema apply``, never by the constructor.
+The one exception: if the uniqueness constraints are missing, the first write that can create a node
 creates them (dimension-free and idempotent), since without them concurrent saves of one id
 make duplicates; see :meth:`Neo4jStore.ensure_constraints`.
 
@@ -48,7 +48,6 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
-from graphmem.settings import check_neo4j_uri, redact_uri
 from graphmem.stores import cypher
 from graphmem.stores import neo4j_recall as recall
 from graphmem.stores import neo4j_rows as mapping
@@ -67,6 +66,7 @@ from graphmem.stores.base import (
     upsert_batch,
 )
 from graphmem.stores.neo4j_recall import IndexMode
+from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
 
 log = logging.getLogger(__name__)
 
@@ -136,8 +136,8 @@ class Neo4jStore(MemoryStore):
         return self._driver
 
     def setup(self, dimension: int = 384) -> None:
-        """Apply the schema (see :func:`graphmem.schema.setup`); idempotent."""
-        from graphmem.schema import setup
+        """Apply the schema (see :func:`graphmem.stores.neo4j_schema.setup`); idempotent."""
+        from graphmem.stores.neo4j_schema import setup
 
         setup(self._driver, dimension, database=self._database)
         self._index_ready = None
@@ -145,14 +145,14 @@ class Neo4jStore(MemoryStore):
 
     def ensure_constraints(self) -> None:
         """Make sure the uniqueness constraints exist; called before any write that can create
-        a node (see :func:`graphmem.schema.ensure_constraints`).
+        a node (see :func:`graphmem.stores.neo4j_schema.ensure_constraints`).
 
         Checked once per store: without the constraints, processes saving the same id at the
         same time create duplicate nodes that no later write can undo.
         """
         if self._constraints_ok:
             return
-        from graphmem.schema import ensure_constraints
+        from graphmem.stores.neo4j_schema import ensure_constraints
 
         ensure_constraints(self._driver, database=self._database)
         self._constraints_ok = True

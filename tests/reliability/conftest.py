@@ -40,7 +40,7 @@ def memory(store: MemoryStore) -> GraphMemory:
 class PrivateServer:
     """A Neo4j server only this suite uses; ``password`` is random per session."""
 
-    server: object  # graphmem.neo4j_server.Neo4jServer (imported lazily)
+    server: object  # graphmem.launcher.server.Neo4jServer (imported lazily)
     password: str
 
     @property
@@ -53,7 +53,7 @@ def private_neo4j(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrivateS
     """Start (once per session) a private auth-on Neo4j on separate ports, stop it at the end."""
     if not os.environ.get("GRAPHMEM_NEO4J_URI"):
         pytest.skip("GRAPHMEM_NEO4J_URI is not set (Neo4j tests are opt-in)")
-    from graphmem.neo4j_server import (
+    from graphmem.launcher.server import (
         Neo4jServer,
         Neo4jServerError,
         _port_in_use,

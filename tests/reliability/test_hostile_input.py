@@ -372,7 +372,7 @@ def test_hostile_langgraph_items_round_trip_or_are_refused(
 ) -> None:
     from langgraph.store.base import InvalidNamespaceError
 
-    from graphmem.langgraph_store import GraphMemoryStore
+    from graphmem.integrations.langgraph_store import GraphMemoryStore
 
     lg = GraphMemoryStore(memory, root=f"{namespace}-lg")
 
@@ -419,7 +419,7 @@ def test_langgraph_namespaces_keys_and_filters_that_used_to_crash(
     escape; ``<root>/.c3``: half a UTF-8 character) are not LangGraph namespaces: listing and
     searching skip them. A lone surrogate in a key or label, and a filter on 10**400, are
     refused or answered, never a raw UnicodeError or OverflowError."""
-    from graphmem.langgraph_store import GraphMemoryStore
+    from graphmem.integrations.langgraph_store import GraphMemoryStore
 
     for suffix, foreign in (("a", ".zz"), ("b", ".c3"), ("c", ".41"), ("d", ".2e"), ("e", "x//y")):
         root = f"{namespace}-{suffix}"

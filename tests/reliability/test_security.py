@@ -17,7 +17,7 @@ import pytest
 
 from graphmem import cli
 from graphmem.errors import ConfigError, GraphmemError, InvalidInput, LLMError, StoreError
-from graphmem.neo4j_server import Neo4jServer, read_conf
+from graphmem.launcher.server import Neo4jServer, read_conf
 from graphmem.settings import Settings
 from graphmem.stores import cypher
 

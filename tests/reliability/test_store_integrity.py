@@ -18,8 +18,8 @@ import pytest
 
 from graphmem.cli import main
 from graphmem.errors import StoreError
+from graphmem.launcher.server import Neo4jServer
 from graphmem.models import Note
-from graphmem.neo4j_server import Neo4jServer
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.testing import vec
 
@@ -360,7 +360,7 @@ def test_an_existing_directory_keeps_its_mode_and_check_points_it_out(
 def test_the_neo4j_launcher_creates_its_directories_and_files_owner_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from graphmem.cli_neo4j import _password
+    from graphmem.cli.neo4j import _password
 
     server = Neo4jServer(tmp_path / "neo4j", bolt_port=17694, http_port=17481)
     server.write_conf(tmp_path / "lib")

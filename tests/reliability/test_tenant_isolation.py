@@ -19,7 +19,7 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from graphmem.config import MemoryConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import ImportFormatError, InvalidNamespace, MemoryNotFound
-from graphmem.langgraph_store import GraphMemoryStore
+from graphmem.integrations.langgraph_store import GraphMemoryStore
 from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Edge, EdgeKind, Note

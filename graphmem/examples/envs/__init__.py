@@ -1,0 +1,57 @@
+"""Offline text-game environments (TextWorldExpress, ScienceWorld) and rule-based agents.
+
+Needs the ``envs`` extra (textworld-express, scienceworld) and a Java 17 runtime. Submodules
+import the game packages lazily, so importing :mod:`graphmem.examples.envs` is cheap.
+"""
+
+from graphmem.examples.envs.agents import (
+    CookingExplorer,
+    Decision,
+    Explorer,
+    Policy,
+    TwcExplorer,
+    make_explorer,
+)
+from graphmem.examples.envs.base import GameEnv, Observation, StepResult
+from graphmem.examples.envs.hints import (
+    Knowledge,
+    distill_actions,
+    extract_facts,
+    hints_from_procedures,
+    parse_hints,
+)
+from graphmem.examples.envs.jvm import (
+    EnvError,
+    InvalidEnvInput,
+    JavaNotFound,
+    find_java17,
+    has_java17,
+)
+from graphmem.examples.envs.runner import EpisodeResult, StepRecord, run_episode
+from graphmem.examples.envs.textworld import TextWorldEnv
+
+__all__ = [
+    "CookingExplorer",
+    "Decision",
+    "EnvError",
+    "EpisodeResult",
+    "Explorer",
+    "GameEnv",
+    "InvalidEnvInput",
+    "JavaNotFound",
+    "Knowledge",
+    "Observation",
+    "Policy",
+    "StepRecord",
+    "StepResult",
+    "TextWorldEnv",
+    "TwcExplorer",
+    "distill_actions",
+    "extract_facts",
+    "find_java17",
+    "has_java17",
+    "hints_from_procedures",
+    "make_explorer",
+    "parse_hints",
+    "run_episode",
+]

@@ -1,0 +1,662 @@
+"""A LangGraph :class:`~langgraph.store.base.BaseStore` backed by the memory graph.
+
+``compile(store=GraphMemoryStore(mem))`` gives LangGraph nodes (and LangMem-style tools) a
+long-term store whose items are graphmem :class:`~graphmem.models.Note` memories, on either
+backend. It behaves as LangGraph's own stores do (``tests/test_langgraph_store_port.py`` runs
+LangGraph's store tests on it) and adds graphmem's learned utility on request.
+
+Mapping:
+
+- namespace tuple → graphmem namespace ``<root>/<label>/<label>…``; each label keeps letters,
+  digits and ``_ : @ -`` and writes any other character as ``.xx`` per UTF-8 byte (LangGraph labels
+  never contain ``.``, so the mapping is one-to-one). A namespace whose escaped name would pass
+  graphmem's 128 characters (16 Chinese characters already do) lives in
+  ``<root>/.long/<sha256 of the labels>`` instead, and its labels are read back from its items;
+  so there is no length limit beyond LangGraph's own.
+- key → memory id ``lg-<sha256(key)[:40]>``; the original key, value and namespace are kept in
+  the note's ``data``.
+- value → ``Note.data`` (JSON, verbatim); ``Note.content`` holds the indexed text.
+- one vector per indexed text, as LangGraph's stores keep them: the item's note carries the
+  first; each further text (another field, or another element of ``tags[*]``) is a small vector
+  note ``<memory id>-v<i>`` (source ``langgraph-vector``) beside it. A search scores an item by
+  its best-matching vector.
+
+Search with a ``query`` recalls ``(offset + limit) · recall_factor`` items by cosine
+similarity and keeps those that pass the filter. By LangGraph's convention ``item.score`` is that
+similarity (the best over the item's vectors) and results are ordered by it. Each result is a
+:class:`GraphSearchItem` whose ``parts`` also hold graphmem's two-phase figures over the same
+pool: q, z_sim, z_q, ``two_phase`` = ``(1-λ)·ẑ(sim) + λ·ẑ(Q)`` and ``two_phase_rank``
+(:func:`graphmem.ops.retrieve.rank_candidates`). ``score="two_phase"`` opts into ranking by learned
+utility: results are then ordered by the two-phase score and ``item.score`` is that score
+(z-scores: relative to the pool, so not comparable across queries). Without a query, results
+are ordered by ``updated_at`` (newest first), then key. Items put with ``index=False`` have no
+vector: a query search lists them after the ranked ones when the page has room (as
+InMemoryStore does).
+
+Differences from LangGraph's InMemoryStore, on purpose: semantic search works without an
+``index`` config (the memory's embedder embeds the whole value); ops in one ``batch`` run in
+order (reads see earlier puts); the writes of a run of consecutive puts are one atomic upsert
+(stale vector notes of a re-put item are removed after it, and ignored until then); TTL is not
+supported (``supports_ttl = False``: a ``ttl`` raises NotImplementedError). The store holds no
+lock of its own: both graphmem stores are safe to share between threads (Neo4j opens a session
+per call), so threads run their operations concurrently.
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> store = GraphMemoryStore(GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder()))
+>>> store.put(("users", "u1"), "pref", {"text": "likes green tea"})
+>>> store.get(("users", "u1"), "pref").value
+{'text': 'likes green tea'}
+>>> [i.key for i in store.search(("users",), query="tea")]
+['pref']
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, cast
+
+from langchain_core.embeddings import Embeddings
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    ensure_embeddings,
+    get_text_at_path,
+    tokenize_path,
+    validate_op_namespace,
+)
+
+from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
+from graphmem.integrations.langgraph_filters import matches_namespace, passes
+from graphmem.memory import GraphMemory
+from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
+from graphmem.ops.retrieve import rank_candidates
+
+log = logging.getLogger(__name__)
+
+SOURCE = "langgraph"
+"""``Note.source`` of every item this store writes; other notes are never shown as items."""
+
+VECTOR_SOURCE = "langgraph-vector"
+"""``Note.source`` of an item's second and further vectors (one per indexed text)."""
+
+LONG = ".long"
+"""The namespace segment under which namespaces too long to spell out live, hashed. ``.lo`` is
+never an escape :func:`escape_label` writes, so no label can collide with it."""
+
+MAX_NAMESPACE = 128
+"""graphmem's namespace length limit (:data:`graphmem.models.NAMESPACE_RE`)."""
+
+_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:@-")
+
+
+# ---- the mapping ---------------------------------------------------------------------------
+
+
+def escape_label(label: str) -> str:
+    """One namespace label in graphmem's namespace alphabet (``.xx`` per unsafe UTF-8 byte)."""
+    out: list[str] = []
+    for ch in label:
+        if ch in _SAFE:
+            out.append(ch)
+        else:
+            out.extend(f".{b:02x}" for b in _utf8(ch, "a namespace label"))
+    return "".join(out)
+
+
+def unescape_label(text: str) -> str:
+    """Inverse of :func:`escape_label`; InvalidNamespace for text it never writes.
+
+    Other graphmem namespaces may sit under a store's root (``<root>/.zz`` is a valid graphmem
+    namespace), so decoding is strict: bad escapes, bytes that are not UTF-8 and non-canonical
+    spellings (``.41`` for ``A``) are refused rather than guessed.
+    """
+    raw = bytearray()
+    i = 0
+    while i < len(text):
+        if text[i] == ".":
+            pair = text[i + 1 : i + 3]
+            if len(pair) != 2 or not all(c in "0123456789abcdef" for c in pair):
+                raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+            raw.append(int(pair, 16))
+            i += 3
+        else:
+            raw.extend(text[i].encode("utf-8", "surrogatepass"))
+            i += 1
+    try:
+        label = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label") from e
+    if escape_label(label) != text:
+        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+    return label
+
+
+def item_id(key: str) -> str:
+    """The memory id of an item key (any string): a stable hash, so gets are direct lookups."""
+    return "lg-" + hashlib.sha256(_utf8(key, "an item key")).hexdigest()[:40]
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        error = InvalidNamespace if what.startswith("a namespace") else InvalidInput
+        raise error(f"{what} is not valid Unicode text (a lone surrogate?)") from e
+
+
+class GraphSearchItem(SearchItem):
+    """A search result with graphmem's score parts in ``parts`` (also in :meth:`dict`)."""
+
+    __slots__ = ("parts",)
+
+    def __init__(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: dict[str, Any],
+        created_at: datetime,
+        updated_at: datetime,
+        score: float | None = None,
+        parts: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(namespace, key, value, created_at, updated_at, score)
+        self.parts: dict[str, Any] = parts or {}
+
+    def dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = super().dict()
+        out["parts"] = self.parts
+        return out
+
+
+class GraphMemoryStore(BaseStore):
+    """LangGraph store over a :class:`GraphMemory` (embedded store or Neo4j).
+
+    ``root`` prefixes every graphmem namespace this store uses (give each tenant or test its
+    own). ``index`` follows LangGraph's ``IndexConfig``: ``fields`` (default ``["$"]``, the whole
+    value) and optionally ``embed`` (LangChain ``Embeddings`` or a sync function; default: the
+    memory's embedder) with ``dims``, which must match the memory store's dimension.
+    ``score="similarity"`` (the default, LangGraph's convention) orders results by cosine
+    similarity and reports it as ``item.score``; ``score="two_phase"`` orders them by
+    ``(1-λ)·ẑ(sim) + λ·ẑ(Q)`` and reports that. ``lam`` is that λ (default: the memory's
+    retrieval config); both figures are in every result's ``parts`` either way.
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        memory: GraphMemory,
+        *,
+        root: str = "lg",
+        index: IndexConfig | None = None,
+        lam: float | None = None,
+        recall_factor: int = 2,
+        score: Literal["similarity", "two_phase"] = "similarity",
+    ) -> None:
+        if not NAMESPACE_RE.match(root) or len(root) > 64:
+            raise InvalidNamespace(f"invalid root {root[:80]!r}: use up to 64 namespace characters")
+        if "/" in root:
+            # a root "x/u" would live inside root "x": tenants must not nest
+            raise InvalidNamespace(f"invalid root {root[:80]!r}: a root must not contain '/'")
+        if lam is not None and not (isinstance(lam, int | float) and 0.0 <= lam <= 1.0):
+            raise ConfigError(f"lam must be between 0 and 1, got {lam!r}")
+        if recall_factor < 1:
+            raise ConfigError(f"recall_factor must be at least 1, got {recall_factor}")
+        if score not in ("similarity", "two_phase"):
+            raise ConfigError(f"score must be 'similarity' or 'two_phase', got {score!r}")
+        self.memory = memory
+        self.root = root
+        self.lam = float(lam) if lam is not None else memory.config.retrieval.lam
+        self.recall_factor = recall_factor
+        self.score_mode = score
+        self.index_config: IndexConfig = dict(index or {})  # type: ignore[assignment]
+        fields = self.index_config.get("fields") or ["$"]
+        self._fields: list[str | list[str]] = [_path(f) for f in fields]
+        embed = self.index_config.get("embed")
+        self.embeddings: Embeddings | None = ensure_embeddings(embed) if embed else None
+        dims = self.index_config.get("dims")
+        if dims is not None:
+            memory.store.check_dimension(int(dims))
+        # Hashed namespace → its labels. The hash of a namespace never changes, so entries
+        # never go stale; a plain dict is safe to share between threads.
+        self._long: dict[str, tuple[str, ...]] = {}
+
+    # ---- mapping helpers -----------------------------------------------------------------
+
+    def graph_namespace(self, namespace: Sequence[str]) -> str:
+        """The graphmem namespace holding the items of a LangGraph namespace."""
+        if not namespace:
+            raise InvalidNamespace("a LangGraph namespace needs at least one label")
+        name = "/".join([self.root, *(escape_label(label) for label in namespace)])
+        if len(name) <= MAX_NAMESPACE:
+            return name
+        labels = json.dumps(list(namespace), ensure_ascii=False).encode("utf-8")
+        return f"{self.root}/{LONG}/{hashlib.sha256(labels).hexdigest()[:40]}"
+
+    def _decode(self, graph_ns: str) -> tuple[str, ...] | None:
+        """The LangGraph namespace a graphmem namespace holds, or None if it holds none (not
+        under the root, or written by something other than this store)."""
+        head = self.root + "/"
+        if not graph_ns.startswith(head):
+            return None
+        if graph_ns.startswith(head + LONG + "/"):
+            return self._decode_long(graph_ns)
+        try:
+            labels = tuple(unescape_label(p) for p in graph_ns[len(head) :].split("/"))
+        except InvalidNamespace:
+            log.debug(
+                "namespace %r is under root %r but is not a LangGraph one", graph_ns, self.root
+            )
+            return None
+        if any(not label or "." in label or "\x00" in label for label in labels):
+            return None  # labels LangGraph itself refuses
+        return labels
+
+    def _decode_long(self, graph_ns: str) -> tuple[str, ...] | None:
+        """The labels of a hashed namespace, as its first item recorded them (and checked)."""
+        known = self._long.get(graph_ns)
+        if known is not None:
+            return known
+        for note in self._item_notes(graph_ns):
+            labels = _record(note).get("namespace")
+            if not (isinstance(labels, list) and labels and all(_label_ok(x) for x in labels)):
+                return None
+            try:
+                ours = self.graph_namespace(labels) == graph_ns
+            except InvalidNamespace:
+                ours = False
+            if not ours:
+                return None
+            self._long[graph_ns] = tuple(labels)
+            return tuple(labels)
+        return None
+
+    def _graph_namespaces(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        for graph_ns in self.memory.store.namespaces():
+            decoded = self._decode(graph_ns)
+            if decoded is not None:
+                yield graph_ns, decoded
+
+    # ---- BaseStore ------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ops in order; runs of consecutive puts are written in one atomic upsert."""
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        results: list[Result] = [None] * len(ops)
+        pending: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            if isinstance(op, PutOp):
+                if op.ttl is not None:
+                    raise NotImplementedError("GraphMemoryStore does not support TTL")
+                pending.pop((tuple(op.namespace), op.key), None)
+                pending[(tuple(op.namespace), op.key)] = op
+                continue
+            self._flush(pending)
+            if isinstance(op, GetOp):
+                results[i] = self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._list_namespaces(op)
+            else:
+                raise InvalidInput(f"unknown store operation {type(op).__name__}")
+        self._flush(pending)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The same as :meth:`batch`, run in a worker thread (graphmem stores are sync)."""
+        return await asyncio.to_thread(self.batch, list(ops))
+
+    # ---- get ------------------------------------------------------------------------------
+
+    def _get(self, op: GetOp) -> Item | None:
+        graph_ns = self.graph_namespace(op.namespace)
+        found = [m for m in self.memory.store.get_many(graph_ns, [item_id(op.key)]) if _is_item(m)]
+        if not found:
+            return None
+        hit = _to_item(found[0], tuple(op.namespace))
+        return Item(
+            value=hit.value,
+            key=hit.key,
+            namespace=hit.namespace,
+            created_at=hit.created_at,
+            updated_at=hit.updated_at,
+        )
+
+    # ---- put / delete -----------------------------------------------------------------------
+
+    def _flush(self, pending: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
+        if not pending:
+            return
+        ops = list(pending.values())
+        pending.clear()
+        deletes: dict[str, list[str]] = {}
+        puts: list[tuple[str, PutOp, str]] = []
+        for op in ops:
+            graph_ns = self.graph_namespace(op.namespace)
+            if op.value is None:
+                deletes.setdefault(graph_ns, []).append(item_id(op.key))
+            else:
+                puts.append((graph_ns, op, _dump_value(op.value)))
+        notes, stale = self._notes_for(puts)
+        if notes:
+            self.memory.store.upsert(notes)
+        for graph_ns, ids in stale.items():
+            self._delete_existing(graph_ns, ids)
+        for graph_ns, ids in deletes.items():
+            items = [m for m in self.memory.store.get_many(graph_ns, ids) if _is_item(m)]
+            self._delete_existing(graph_ns, [i for m in items for i in _note_ids(m)])
+        log.debug("flushed %d puts and %d deletes", len(puts), sum(map(len, deletes.values())))
+
+    def _delete_existing(self, graph_ns: str, ids: list[str]) -> None:
+        existing = [m.id for m in self.memory.store.get_many(graph_ns, ids)]
+        if existing:
+            self.memory.store.delete(graph_ns, existing)
+
+    def _notes_for(
+        self, puts: Sequence[tuple[str, PutOp, str]]
+    ) -> tuple[list[AnyMemory], dict[str, list[str]]]:
+        """The notes a run of puts writes, and the vector notes they leave unused."""
+        texts = [self._index_texts(op) for _, op, _ in puts]
+        flat = [t for ts in texts for t in ts]
+        vectors = iter(self._embed_documents(flat)) if flat else iter(())
+        wanted: dict[str, list[str]] = {}
+        for graph_ns, op, _ in puts:
+            wanted.setdefault(graph_ns, []).append(item_id(op.key))
+        # A re-put keeps the item's creation time (and, through upsert, what it has learned).
+        before = {
+            (m.namespace, m.id): m
+            for graph_ns, ids in wanted.items()
+            for m in self.memory.store.get_many(graph_ns, ids)
+        }
+        now = utcnow()
+        q0 = self.memory.config.q0
+        notes: list[AnyMemory] = []
+        stale: dict[str, list[str]] = {}
+        for (graph_ns, op, dumped), item_texts in zip(puts, texts, strict=True):
+            mid = item_id(op.key)
+            item_vectors = [next(vectors) for _ in item_texts]
+            record = {
+                "key": op.key,
+                "value": json.loads(dumped),
+                "namespace": list(op.namespace),
+                "vectors": len(item_vectors),
+            }
+            previous = before.get((graph_ns, mid))
+            notes.append(
+                Note(
+                    id=mid,
+                    namespace=graph_ns,
+                    content="\n".join(item_texts) if item_texts else dumped,
+                    data=json.dumps(record, ensure_ascii=False),
+                    source=SOURCE,
+                    created_at=previous.created_at if previous is not None else now,
+                    updated_at=now,
+                    q=q0,
+                    embedding=item_vectors[0] if item_vectors else None,
+                )
+            )
+            for i in range(1, len(item_vectors)):
+                notes.append(
+                    Note(
+                        id=f"{mid}-v{i}",
+                        namespace=graph_ns,
+                        content=item_texts[i],
+                        data=json.dumps({"item": mid, "i": i}),
+                        source=VECTOR_SOURCE,
+                        created_at=now,
+                        updated_at=now,
+                        q=q0,
+                        embedding=item_vectors[i],
+                    )
+                )
+            old = _vector_count(previous) if previous is not None and _is_item(previous) else 0
+            unused = [f"{mid}-v{i}" for i in range(max(len(item_vectors), 1), old)]
+            if unused:
+                stale.setdefault(graph_ns, []).extend(unused)
+        return notes, stale
+
+    def _index_texts(self, op: PutOp) -> list[str]:
+        """The texts to embed for a put, one vector each ([]: not indexed)."""
+        if op.index is False:
+            return []
+        value = dict(op.value or {})
+        paths = self._fields if op.index is None else [_path(f) for f in op.index]
+        texts: list[str] = []
+        for path in paths:
+            texts.extend(t for t in get_text_at_path(value, path) if t.strip())
+        return texts
+
+    def _embed_documents(self, texts: list[str]) -> list[list[float]]:
+        if self.embeddings is None:
+            return self.memory.embed_many(texts)
+        vectors = self.embeddings.embed_documents(texts)
+        self.memory.store.check_dimension(len(vectors[0]))
+        return [check_vector(v, self.memory.store.dimension) for v in vectors]
+
+    def _embed_query(self, text: str) -> list[float]:
+        if self.embeddings is None:
+            return self.memory.embed(text)
+        vector = self.embeddings.embed_query(text)
+        return check_vector(vector, self.memory.store.dimension)
+
+    # ---- search ---------------------------------------------------------------------------
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        scope = [(g, ns) for g, ns in self._graph_namespaces() if ns[: len(prefix)] == prefix]
+        if op.limit <= 0 or not scope:
+            return []
+        if op.query and op.query.strip():
+            return self._ranked(op, scope)
+        items = [
+            (note, ns)
+            for graph_ns, ns in scope
+            for note in self._item_notes(graph_ns)
+            if passes(_value_of(note), op.filter)
+        ]
+        items.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0]), pair[1]))
+        return [_to_item(n, ns) for n, ns in items[op.offset : op.offset + op.limit]]
+
+    def _item_notes(self, graph_ns: str) -> Iterator[Note]:
+        for memory in self.memory.store.iter_nodes(graph_ns, kinds=[MemoryKind.NOTE]):
+            if isinstance(memory, Note) and _is_item(memory):
+                yield memory
+
+    def _recall_items(
+        self, graph_ns: str, vector: list[float], k: int
+    ) -> tuple[dict[str, Note], dict[str, float], bool]:
+        """Items of one namespace near ``vector``, each with its best similarity over its
+        vectors; and whether the namespace had fewer than ``k`` vectors to give."""
+        recalled = self.memory.store.recall(graph_ns, vector, k, kinds=[MemoryKind.NOTE])
+        items: dict[str, Note] = {}
+        best: dict[str, float] = {}
+        extra: list[tuple[str, int, float]] = []
+        for r in recalled:
+            memory = r.memory
+            if _is_item(memory):
+                items[memory.id] = cast(Note, memory)
+                best[memory.id] = max(best.get(memory.id, -2.0), float(r.sim))
+            elif _is_vector(memory):
+                record = _record(cast(Note, memory))
+                extra.append((str(record.get("item", "")), int(record.get("i", 0)), float(r.sim)))
+        missing = sorted({mid for mid, _, _ in extra if mid not in items})
+        if missing:
+            for memory in self.memory.store.get_many(graph_ns, missing):
+                if _is_item(memory):
+                    items[memory.id] = cast(Note, memory)
+        for mid, i, sim in extra:
+            note = items.get(mid)
+            # A vector note past the item's count is left over from an earlier, longer put.
+            if note is not None and 1 <= i < _vector_count(note):
+                best[mid] = max(best.get(mid, -2.0), sim)
+        return items, best, len(recalled) < k
+
+    def _ranked(self, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]]) -> list[SearchItem]:
+        """Items by similarity (or two-phase score) over the filtered candidates in scope."""
+        assert op.query is not None
+        vector = self._embed_query(op.query)
+        want = op.offset + op.limit
+        k1 = want * self.recall_factor
+        by_ns = dict(scope)
+        k = k1
+        while True:
+            pool: list[tuple[AnyMemory, float]] = []
+            exhausted = True
+            for graph_ns, _ in scope:
+                items, best, done = self._recall_items(graph_ns, vector, k)
+                exhausted = exhausted and done
+                pool.extend(
+                    (items[mid], sim)
+                    for mid, sim in best.items()
+                    if passes(_value_of(items[mid]), op.filter)
+                )
+            # A filter may drop recalled candidates: widen the recall until k1 pass or none remain.
+            if len(pool) >= k1 or exhausted:
+                break
+            k *= 4
+        pool.sort(key=lambda pair: (-pair[1], pair[0].namespace, pair[0].id))
+        pool = pool[:k1]
+        hits = rank_candidates(pool, self.lam, len(pool))
+        if self.score_mode == "similarity":
+            hits.sort(key=lambda h: (-h.sim, h.memory.namespace, h.memory.id))
+        out: list[SearchItem] = []
+        for hit in hits[op.offset : want]:
+            note = cast(Note, hit.memory)
+            parts = {
+                "sim": hit.sim,
+                "q": hit.q,
+                "z_sim": hit.z_sim,
+                "z_q": hit.z_q,
+                "two_phase": hit.score,
+                "two_phase_rank": hit.rank,
+                "lam": self.lam,
+                "memory_id": note.id,
+                "graph_namespace": note.namespace,
+            }
+            score = hit.sim if self.score_mode == "similarity" else hit.score
+            out.append(_to_item(note, by_ns[note.namespace], score=score, parts=parts))
+        if len(out) < op.limit and len(hits) < want:
+            out.extend(self._unindexed(op, scope, op.limit - len(out)))
+        return out
+
+    def _unindexed(
+        self, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]], room: int
+    ) -> list[SearchItem]:
+        notes = [
+            (note, ns)
+            for graph_ns, ns in scope
+            for note in self._item_notes(graph_ns)
+            if note.embedding is None and passes(_value_of(note), op.filter)
+        ]
+        notes.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0])))
+        return [_to_item(n, ns) for n, ns in notes[:room]]
+
+    # ---- list namespaces ------------------------------------------------------------------
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = [ns for _, ns in self._graph_namespaces()]
+        if op.match_conditions:
+            found = [
+                ns for ns in found if all(matches_namespace(c, ns) for c in op.match_conditions)
+            ]
+        if op.max_depth is not None:
+            found = list({ns[: op.max_depth] for ns in found})
+        return sorted(set(found))[op.offset : op.offset + op.limit]
+
+
+# ---- records ---------------------------------------------------------------------------------
+
+
+def _path(field: str) -> str | list[str]:
+    return field if field == "$" else tokenize_path(field)
+
+
+def _label_ok(label: object) -> bool:
+    return isinstance(label, str) and bool(label) and "." not in label and "\x00" not in label
+
+
+def _is_item(memory: AnyMemory) -> bool:
+    return isinstance(memory, Note) and memory.source == SOURCE and bool(memory.data)
+
+
+def _is_vector(memory: AnyMemory) -> bool:
+    return isinstance(memory, Note) and memory.source == VECTOR_SOURCE and bool(memory.data)
+
+
+def _record(note: Note) -> dict[str, Any]:
+    return cast(dict[str, Any], json.loads(note.data or "{}"))
+
+
+def _vector_count(memory: AnyMemory) -> int:
+    """How many vectors an item has (items written before per-text vectors have one at most)."""
+    record = _record(cast(Note, memory))
+    return int(record.get("vectors", 1 if memory.embedding is not None else 0))
+
+
+def _note_ids(memory: AnyMemory) -> list[str]:
+    """An item's note and its vector notes."""
+    return [memory.id, *(f"{memory.id}-v{i}" for i in range(1, _vector_count(memory)))]
+
+
+def _value_of(memory: AnyMemory) -> dict[str, Any]:
+    return cast(dict[str, Any], _record(cast(Note, memory)).get("value", {}))
+
+
+def _key_of(note: Note) -> str:
+    return str(_record(note).get("key", ""))
+
+
+def _to_item(
+    memory: AnyMemory,
+    namespace: tuple[str, ...],
+    *,
+    score: float | None = None,
+    parts: dict[str, Any] | None = None,
+) -> GraphSearchItem:
+    note = cast(Note, memory)
+    record = _record(note)
+    return GraphSearchItem(
+        namespace=namespace,
+        key=str(record.get("key", "")),
+        value=dict(record.get("value", {})),
+        created_at=note.created_at,
+        updated_at=note.updated_at,
+        score=score,
+        parts=parts,
+    )
+
+
+def _dump_value(value: Mapping[str, Any]) -> str:
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"a store value must be a mapping, got {type(value).__name__}")
+    try:
+        return json.dumps(dict(value), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise InvalidInput(f"a store value must be JSON-serialisable: {e}") from e
+
+
+__all__ = [
+    "SOURCE",
+    "VECTOR_SOURCE",
+    "GraphMemoryStore",
+    "GraphSearchItem",
+    "escape_label",
+    "item_id",
+]

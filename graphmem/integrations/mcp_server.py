@@ -1,0 +1,323 @@
+"""graphmem as a Model Context Protocol server, for agents outside LangGraph (Claude Desktop,
+IDE agents) and for LangGraph agents through ``langchain-mcp-adapters``.
+
+Five tools over one :class:`GraphMemory`:
+
+- ``search_memory``: two-phase retrieval; each hit carries its score parts (sim, q, their
+  z-scores, the final score) and the search opens an episode (or adds to ``episode_id``);
+- ``save_note``: store a Zettelkasten note (keywords, tags and context extracted);
+- ``build_from_trajectory``: turn a finished task's steps into a procedure;
+- ``report_outcome``: finish an episode with a reward inside the configured reward range,
+  crediting what it retrieved; a repeat with the same reward replays the recorded outcome
+  (``replayed: true``) and credits nothing;
+- ``memory_history``: the versions, links and episodes that shaped a memory.
+
+The server is stateless between calls: an episode is named by the id ``search_memory`` returns.
+Each call works in one namespace: the server's own when it was started with one (a call naming
+another is refused, so a client cannot read or write beside it), else the one the call names.
+Run it with ``graphmem mcp`` (stdio, or ``--transport http``); see :mod:`graphmem.cli.mcp`.
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> import asyncio
+>>> server = build_server(GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder()))
+>>> sorted(t.name for t in asyncio.run(server.list_tools()))
+['build_from_trajectory', 'memory_history', 'report_outcome', 'save_note', 'search_memory']
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio.to_thread
+from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp.exceptions import ToolError
+from pydantic import BaseModel, Field
+
+from graphmem.errors import GraphmemError
+from graphmem.integrations.langchain_tools import DEFAULT_KINDS
+from graphmem.memory import GraphMemory
+from graphmem.models import MemoryKind, Trajectory, check_namespace
+from graphmem.ops.history import summarize
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SearchKind = Literal["Procedure", "Note", "Tip"]
+Namespace = Annotated[
+    str | None,
+    Field(description="Whose memory (tenant / agent / user); the server's own when it has one."),
+]
+
+
+class MemoryHit(BaseModel):
+    """One retrieved memory and the parts of its score."""
+
+    memory_id: str
+    kind: str
+    summary: str = Field(description="One line saying what the memory holds.")
+    rank: int = Field(description="0-based rank in the final selection.")
+    sim: float = Field(description="Cosine similarity of the query and the memory's key.")
+    q: float = Field(description="The memory's learned utility when retrieved.")
+    z_sim: float = Field(description="sim as a z-score over the recalled candidates.")
+    z_q: float = Field(description="q as a z-score over the recalled candidates.")
+    score: float = Field(description="(1-λ)·z_sim + λ·z_q: what the selection ranked by.")
+
+
+class SearchResult(BaseModel):
+    namespace: str
+    episode_id: str | None = Field(description="Report the task's outcome against this id.")
+    hits: list[MemoryHit]
+    prompt: str = Field(description="The hits rendered for a prompt (empty when none).")
+
+
+class SavedNote(BaseModel):
+    namespace: str
+    memory_id: str
+    keywords: list[str]
+    tags: list[str]
+    context: str
+
+
+class BuiltProcedure(BaseModel):
+    namespace: str
+    task_id: str
+    procedure_id: str
+    deduplicated: bool = Field(description="True when this trajectory was stored already.")
+    steps: int
+
+
+class Outcome(BaseModel):
+    namespace: str
+    episode_id: str
+    reward: float
+    success: bool | None
+    replayed: bool = Field(description="True when the episode was finished already: no credit.")
+    q_updates: dict[str, float] = Field(description="New q of each credited memory.")
+
+
+class MemoryHistory(BaseModel):
+    namespace: str
+    memory_id: str
+    kind: str
+    summary: str
+    q: float
+    uses: int
+    obsolete: bool
+    versions: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    episodes: list[dict[str, Any]]
+    text: str = Field(description="The whole history, readable.")
+
+
+@contextmanager
+def _as_tool_errors() -> Iterator[None]:
+    """graphmem's errors reach the client as tool errors it can read, not as crashes."""
+    try:
+        yield
+    except GraphmemError as e:
+        raise ToolError(f"{type(e).__name__}: {e}") from e
+
+
+class MemoryTools:
+    """The tools' operations over one memory, in a fixed namespace or the one each call names."""
+
+    def __init__(self, memory: GraphMemory, namespace: str | None = None) -> None:
+        self.memory = memory
+        self.namespace = check_namespace(namespace) if namespace is not None else None
+
+    def namespace_of(self, asked: str | None) -> str:
+        """The namespace a call works in; a ToolError when it names none or a foreign one."""
+        if self.namespace is not None:
+            if asked is not None and asked != self.namespace:
+                raise ToolError(
+                    f"this server serves namespace {self.namespace!r} only, not {asked[:80]!r}"
+                )
+            return self.namespace
+        if asked is None:
+            raise ToolError("name a namespace: this server was started without --namespace")
+        with _as_tool_errors():
+            return check_namespace(asked)
+
+    def search_memory(
+        self,
+        query: Annotated[str, Field(description="The task or question, in plain words.")],
+        namespace: Namespace = None,
+        kinds: Annotated[
+            list[SearchKind] | None, Field(description="Kinds to search; default all three.")
+        ] = None,
+        limit: Annotated[int | None, Field(ge=1, le=50, description="Memories kept (k2).")] = None,
+        episode_id: Annotated[
+            str | None, Field(description="Add these hits to this open episode.")
+        ] = None,
+        open_episode: Annotated[
+            bool, Field(description="Record what was handed out, for report_outcome.")
+        ] = True,
+    ) -> SearchResult:
+        """Search long-term memory (two-phase: recall by similarity, keep by learned utility).
+        Call it before acting on a task; report the task's outcome with the episode id."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            chosen = tuple(MemoryKind(k) for k in kinds) if kinds else DEFAULT_KINDS
+            update: dict[str, Any] = {"kinds": chosen}
+            config = self.memory.config.retrieval
+            if limit is not None:
+                update |= {"k2": limit, "k1": max(config.k1, limit)}
+            found = self.memory.retrieve(
+                ns,
+                query,
+                config.model_copy(update=update),
+                open_episode=open_episode and episode_id is None,
+                episode_id=episode_id,
+            )
+            hits = [
+                MemoryHit(
+                    memory_id=h.memory.id,
+                    kind=str(h.memory.kind),
+                    summary=summarize(h.memory, 200),
+                    rank=h.rank,
+                    sim=h.sim,
+                    q=h.q,
+                    z_sim=h.z_sim,
+                    z_q=h.z_q,
+                    score=h.score,
+                )
+                for h in found.hits
+            ]
+            prompt = found.as_prompt() if found.hits else ""
+        return SearchResult(namespace=ns, episode_id=found.episode_id, hits=hits, prompt=prompt)
+
+    def save_note(
+        self,
+        content: Annotated[str, Field(description="One fact or lesson, a sentence or two.")],
+        namespace: Namespace = None,
+        tags: Annotated[list[str] | None, Field(description="Optional short labels.")] = None,
+    ) -> SavedNote:
+        """Save one atomic fact or lesson to long-term memory for future tasks."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            fields: dict[str, Any] = {"tags": list(tags)} if tags else {}
+            note = self.memory.add_note(ns, content, **fields)
+        return SavedNote(
+            namespace=ns,
+            memory_id=note.id,
+            keywords=note.keywords,
+            tags=note.tags,
+            context=note.context,
+        )
+
+    def build_from_trajectory(
+        self,
+        trajectory: Annotated[
+            Trajectory,
+            Field(description="The task, its steps (action, observation, thought) and outcome."),
+        ],
+        namespace: Namespace = None,
+    ) -> BuiltProcedure:
+        """Turn a finished task's steps into a procedure memory, retrievable by later tasks."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            built = self.memory.build(ns, trajectory)
+        return BuiltProcedure(
+            namespace=ns,
+            task_id=built.task.id,
+            procedure_id=built.procedure.id,
+            deduplicated=built.deduplicated,
+            steps=len(built.steps),
+        )
+
+    def report_outcome(
+        self,
+        episode_id: Annotated[str, Field(description="The id search_memory returned.")],
+        reward: Annotated[float, Field(description="How the task went, in the reward range.")],
+        namespace: Namespace = None,
+        success: Annotated[bool | None, Field(description="Whether the task succeeded.")] = None,
+    ) -> Outcome:
+        """Finish an episode: Q ← Q + α(reward − Q) on exactly what it retrieved. Exactly once:
+        a repeat with the same reward replays the outcome, another reward is refused."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            value = self.memory.config.check_reward(reward)
+            outcome = self.memory.finish_episode(ns, episode_id, value, success=success)
+        return Outcome(
+            namespace=ns,
+            episode_id=episode_id,
+            reward=value,
+            success=outcome.episode.success,
+            replayed=outcome.replayed,
+            q_updates=outcome.q,
+        )
+
+    def memory_history(
+        self,
+        memory_id: Annotated[str, Field(description="The memory's id.")],
+        namespace: Namespace = None,
+    ) -> MemoryHistory:
+        """The versions, links and episodes that shaped a memory (why it ranks as it does)."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            found = self.memory.history(ns, memory_id)
+        m = found.memory
+        return MemoryHistory(
+            namespace=ns,
+            memory_id=m.id,
+            kind=str(m.kind),
+            summary=summarize(m, 200),
+            q=m.q,
+            uses=m.uses,
+            obsolete=m.obsolete,
+            versions=[v.model_dump(mode="json") for v in found.versions],
+            links=[link.model_dump(mode="json") for link in found.links],
+            episodes=[e.model_dump(mode="json") for e in found.episodes],
+            text=found.render(),
+        )
+
+
+def build_server(
+    memory: GraphMemory,
+    *,
+    namespace: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+) -> FastMCP:
+    """An MCP server with the five memory tools over ``memory``; ``namespace`` fixes theirs.
+
+    ``host`` and ``port`` are where the streamable-HTTP transport listens (``/mcp``).
+    """
+    tools = MemoryTools(memory, namespace)
+    where = f"namespace {tools.namespace!r}" if tools.namespace else "the namespace each call names"
+    server = FastMCP(
+        "graphmem",
+        instructions=(
+            "Long-term memory that learns which memories help. Before a task, search_memory; "
+            "after it, report_outcome with the episode id and a reward. Save lasting facts "
+            f"with save_note and finished tasks with build_from_trajectory. Works in {where}."
+        ),
+        host=host,
+        port=port,
+    )
+    for tool in (
+        tools.search_memory,
+        tools.save_note,
+        tools.build_from_trajectory,
+        tools.report_outcome,
+        tools.memory_history,
+    ):
+        server.add_tool(_in_a_thread(tool))
+    return server
+
+
+def _in_a_thread(tool: Callable[..., T]) -> Callable[..., Awaitable[T]]:
+    """``tool`` as a coroutine that runs it in a worker thread: the SDK calls a plain function
+    on its event loop, where a store call would stall every other request."""
+
+    @functools.wraps(tool)  # the SDK reads the tool's signature and docstring through this
+    async def run(**arguments: Any) -> T:
+        return await anyio.to_thread.run_sync(functools.partial(tool, **arguments))
+
+    return run

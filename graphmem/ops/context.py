@@ -1,0 +1,37 @@
+"""What an operation needs to run: a store, an embedder behind ``embed``, a config and an
+optional LLM. :class:`graphmem.GraphMemory` is one; a test or another facade can be another.
+
+The operations take this, not the facade, so data flows one way: the facade calls the
+operations, the operations call the store, and nothing calls back up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from graphmem.config import MemoryConfig
+    from graphmem.llm import MemoryLLM
+    from graphmem.stores.base import MemoryStore
+
+
+class MemoryContext(Protocol):
+    """The parts of a memory the operations use (read-only)."""
+
+    @property
+    def store(self) -> MemoryStore: ...
+
+    @property
+    def config(self) -> MemoryConfig: ...
+
+    @property
+    def llm(self) -> MemoryLLM | None: ...
+
+    def embed(self, text: str) -> list[float]:
+        """One text's vector (the store's dimension checked once)."""
+        ...
+
+    def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
+        """Several texts' vectors, in order."""
+        ...

@@ -1,0 +1,279 @@
+"""Episodes: the unit of credit assignment (MemRL, docs/design.md §2.3).
+
+An :class:`~graphmem.models.Episode` records what a retrieval put in the agent's context, as
+``(Episode)-[:RETRIEVED {rank, sim, q, score}]->(Memory)`` edges. When the episode ends with
+reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to exactly those memories and closes
+the episode, as one atomic store operation (``MemoryStore.finish_episode``) that is idempotent by
+episode id: however often it is retried, repeated or raced, the reward is credited once.
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+>>> note = mem.add_note("demo", "Water the basil every second day.")
+>>> r = mem.retrieve("demo", "how often to water basil?", kinds=("Note",), open_episode=True)
+>>> outcome = mem.finish_episode("demo", r.episode_id, reward=1.0)
+>>> round(outcome.q[note.id], 3)  # 0.5 + 0.1 * (1.0 - 0.5)
+0.55
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, Field
+
+from graphmem.errors import EpisodeFinished as EpisodeFinished  # re-exported
+from graphmem.errors import InvalidInput
+from graphmem.models import (
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    Episode,
+    EpisodeStatus,
+    check_id,
+    check_namespace,
+    utcnow,
+)
+from graphmem.stores.base import MemoryStore, check_alpha_reward, credited_order
+
+if TYPE_CHECKING:
+    from graphmem.config import RetrievalConfig
+    from graphmem.models import Hit
+    from graphmem.ops.context import MemoryContext
+
+log = logging.getLogger(__name__)
+
+
+class RetrievalRecord(Protocol):
+    """What an episode records of a retrieval; :class:`graphmem.ops.retrieve.Retrieval` is one."""
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def config(self) -> RetrievalConfig: ...
+
+    @property
+    def hits(self) -> Sequence[Hit]: ...
+
+    @property
+    def explored(self) -> bool: ...
+
+
+class EpisodeOutcome(BaseModel):
+    """A finished episode and the memories whose Q its reward moved.
+
+    ``replayed`` is True when the call found the episode finished already with the same reward
+    (a retry): it credited nothing and reports what the one real finish did.
+    """
+
+    episode: Episode
+    updated: list[AnyMemory] = Field(
+        default_factory=list, description="The credited memories, as they are now."
+    )
+    q_after: dict[str, float] = Field(
+        default_factory=dict, description="Each credited memory's q right after the finish."
+    )
+    replayed: bool = Field(default=False, description="True when this call credited nothing.")
+
+    @property
+    def q(self) -> dict[str, float]:
+        """New q per credited memory id (as the finish left it)."""
+        return dict(self.q_after)
+
+
+class QChange(BaseModel):
+    """One finished episode that moved a memory's Q."""
+
+    episode_id: str
+    task_text: str
+    finished_at: datetime
+    reward: float
+    success: bool | None
+    rank: int | None = Field(default=None, description="The memory's rank in that retrieval.")
+    q_at_retrieval: float | None = Field(default=None, description="Its q when retrieved.")
+    q_after: float | None = Field(
+        default=None, description="Its q right after this episode's update."
+    )
+    alpha: float | None = None
+
+
+# ---- opening and recording ---------------------------------------------------------------
+
+
+def start_episode(
+    mem: MemoryContext,
+    namespace: str,
+    task_text: str,
+    *,
+    config: RetrievalConfig | None = None,
+) -> Episode:
+    """Open an episode before retrieving, for agents that retrieve several times in one run.
+
+    Pass its id as ``retrieve(..., episode_id=...)``; every retrieval adds RETRIEVED edges.
+    """
+    check_namespace(namespace)
+    episode = Episode(
+        namespace=namespace,
+        task_text=task_text,
+        source="episode",
+        retrieval_config=config.model_dump_json() if config is not None else "",
+    )
+    mem.store.upsert([episode])
+    return episode
+
+
+def get_open_episode(store: MemoryStore, namespace: str, episode_id: str) -> Episode:
+    """The episode, if it exists and is still open; else MemoryNotFound / EpisodeFinished."""
+    found = store.get(namespace, episode_id)
+    if not isinstance(found, Episode):
+        raise InvalidInput(f"memory {episode_id!r} is a {found.kind}, not an Episode")
+    if found.status is EpisodeStatus.FINISHED:
+        raise EpisodeFinished(episode_id, namespace)
+    return found
+
+
+def record_retrieval(
+    store: MemoryStore, retrieval: RetrievalRecord, *, episode_id: str | None = None
+) -> str:
+    """Write RETRIEVED edges for exactly ``retrieval.hits`` (and a new Episode unless given)."""
+    nodes: list[AnyMemory] = []
+    if episode_id is None:
+        episode = Episode(
+            namespace=retrieval.namespace,
+            task_text=retrieval.query,
+            source="retrieve",
+            retrieval_config=retrieval.config.model_dump_json(),
+        )
+        nodes.append(episode)
+        episode_id = episode.id
+    edges = [
+        Edge(
+            namespace=retrieval.namespace,
+            kind=EdgeKind.RETRIEVED,
+            src=episode_id,
+            dst=hit.memory.id,
+            props={
+                "rank": hit.rank,
+                "sim": hit.sim,
+                "q": hit.q,
+                "z_sim": hit.z_sim,
+                "z_q": hit.z_q,
+                "score": hit.score,
+                "explored": retrieval.explored,
+            },
+        )
+        for hit in retrieval.hits
+    ]
+    store.upsert(nodes, edges)
+    return episode_id
+
+
+def retrieved_ids(store: MemoryStore, namespace: str, episode_id: str) -> list[str]:
+    """Ids of the memories an episode RETRIEVED, in rank order."""
+    edges = store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
+    return credited_order(edges)
+
+
+# ---- finishing ---------------------------------------------------------------------------
+
+
+def finish_episode(
+    mem: MemoryContext,
+    namespace: str,
+    episode_id: str,
+    reward: float,
+    *,
+    success: bool | None = None,
+    alpha: float | None = None,
+) -> EpisodeOutcome:
+    """Credit ``reward`` to exactly the memories the episode retrieved, and close it.
+
+    ``Q ← Q + α(R − Q)`` with ``α = alpha`` or ``mem.config.alpha``; ``success`` defaults to
+    ``reward >= mem.config.success_reward``; ``reward`` must lie in the config's reward range.
+    One atomic store operation, idempotent by episode id: a retried, repeated or concurrent
+    finish with the same reward returns the recorded outcome (``replayed=True``) and credits
+    nothing; another reward raises :class:`EpisodeFinished`. An unknown episode raises
+    MemoryNotFound. A call that raises changed nothing.
+    """
+    check_namespace(namespace)
+    check_id(episode_id)
+    a = mem.config.alpha if alpha is None else alpha
+    if isinstance(a, bool) or not isinstance(a, int | float):
+        raise InvalidInput(f"alpha must be a number, got {type(a).__name__}")
+    r = mem.config.check_reward(reward)
+    check_alpha_reward(float(a), r)
+    succeeded = r >= mem.config.success_reward if success is None else bool(success)
+
+    credit = mem.store.finish_episode(
+        namespace, episode_id, r, float(a), success=succeeded, finished_at=utcnow()
+    )
+    if credit.replayed:
+        log.info("episode %s ns=%s was finished already: outcome replayed", episode_id, namespace)
+    else:
+        log.info(
+            "finished episode %s ns=%s reward=%s: %d memories credited",
+            episode_id,
+            namespace,
+            r,
+            len(credit.q_after),
+        )
+    return EpisodeOutcome(
+        episode=credit.episode,
+        updated=credit.updated,
+        q_after=credit.q_after,
+        replayed=credit.replayed,
+    )
+
+
+# ---- history -----------------------------------------------------------------------------
+
+
+def q_history(mem: MemoryContext, namespace: str, memory_id: str) -> list[QChange]:
+    """The finished episodes that moved a memory's Q, oldest first."""
+    check_namespace(namespace)
+    check_id(memory_id)
+    mem.store.get(namespace, memory_id)  # MemoryNotFound for an unknown id
+    edges = mem.store.edges(namespace, memory_id, kinds=[EdgeKind.RETRIEVED], direction="in")
+    by_episode = {e.src: e for e in edges}
+    out: list[QChange] = []
+    for episode in mem.store.get_many(namespace, list(by_episode)):
+        if (
+            not isinstance(episode, Episode)
+            or episode.status is not EpisodeStatus.FINISHED
+            or episode.reward is None
+            or episode.finished_at is None
+        ):
+            continue
+        props = by_episode[episode.id].props
+        out.append(
+            QChange(
+                episode_id=episode.id,
+                task_text=episode.task_text,
+                finished_at=episode.finished_at,
+                reward=episode.reward,
+                success=episode.success,
+                rank=_opt_int(props.get("rank")),
+                q_at_retrieval=_opt_float(props.get("q")),
+                q_after=_opt_float(props.get("q_after")),
+                alpha=_opt_float(props.get("alpha")),
+            )
+        )
+    out.sort(key=lambda c: (c.finished_at, c.episode_id))
+    return out
+
+
+def _opt_int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _opt_float(value: object) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None

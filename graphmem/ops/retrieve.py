@@ -1,0 +1,354 @@
+"""Two-phase retrieval with learned utility (MemRL, docs/design.md §2.2).
+
+Phase A recalls the ``k1`` memories most similar to the query (within the namespace, above the
+similarity floor, skipping obsolete and superseded memories). Phase B ranks that candidate pool by
+``score = (1-λ)·ẑ(sim) + λ·ẑ(Q)``, where ẑ is the z-score over the pool (population std; a pool
+with zero spread contributes 0), and keeps the top ``k2``. Every :class:`Hit` reports its parts.
+
+Policies: ``similarity`` embeds the query, ``keywords`` its extracted keywords (Mem^p's
+AveFact key), ``random`` samples k1 live memories (seeded): their sim is reported but does not
+rank them, so with λ=0 the selection is uniformly random. ε-greedy (``epsilon``) replaces the
+selection, with that probability, by a random choice among the candidates (``explored=True``).
+A given ``seed`` gives one random stream per GraphMemory: the same calls give the same picks.
+
+Superseded memories: the update engineer marks a memory ``obsolete`` when something SUPERSEDES
+it, and the stores' ``recall`` skips obsolete memories. Retrieval relies on that and *also* drops
+candidates that have an incoming SUPERSEDES edge (one store read for the pool), so a graph
+edited by hand or imported from elsewhere is still read correctly.
+
+>>> from graphmem import GraphMemory, HashingEmbedder
+>>> from graphmem.stores.embedded import EmbeddedStore
+>>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+>>> note = mem.add_note("demo", "The spare key is under the blue flower pot.")
+>>> r = retrieve(mem, "demo", "where is the spare key?", kinds=("Note",))
+>>> [h.memory.id for h in r.hits] == [note.id]
+True
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
+
+import numpy as np
+from pydantic import BaseModel, Field, PrivateAttr
+
+from graphmem.config import RetrievalConfig, RetrievePolicy
+from graphmem.errors import ConfigError, InvalidInput
+from graphmem.models import (
+    MAX_TEXT_CHARS,
+    AnyMemory,
+    Hit,
+    check_id,
+    check_namespace,
+    check_unicode,
+)
+from graphmem.ops.episodes import get_open_episode, record_retrieval
+from graphmem.stores.base import MemoryStore
+
+if TYPE_CHECKING:
+    from graphmem.ops.context import MemoryContext
+
+log = logging.getLogger(__name__)
+
+_MAX_REFILLS = 8
+
+SCORE_DECIMALS = 9
+"""Scores are compared at this precision so float noise never decides a tie (sim does)."""
+
+_RNGS: WeakKeyDictionary[MemoryContext, dict[int, random.Random]] = WeakKeyDictionary()
+"""One seeded random stream per (GraphMemory, seed): a seeded run of many retrievals is
+reproducible, yet successive retrievals do not all make the same random choice."""
+
+
+class Retrieval(BaseModel):
+    """What one retrieval returned, and why (each hit carries its score parts)."""
+
+    namespace: str
+    query: str
+    config: RetrievalConfig
+    hits: list[Hit] = Field(default_factory=list)
+    episode_id: str | None = Field(
+        default=None, description="The episode recording this retrieval, if one was opened."
+    )
+    explored: bool = Field(
+        default=False, description="True when ε-greedy replaced the selection at random."
+    )
+    _store: MemoryStore | None = PrivateAttr(default=None)
+
+    @property
+    def memories(self) -> list[AnyMemory]:
+        """The retrieved memories, best first."""
+        return [h.memory for h in self.hits]
+
+    def as_prompt(self, *, header: str | None = None, max_steps: int = 50) -> str:
+        """The hits as text for an agent prompt (procedures as numbered steps or script)."""
+        from graphmem.ops.prompting import format_hits
+
+        return format_hits(
+            self.hits, self._store, self.namespace, header=header, max_steps=max_steps
+        )
+
+
+def resolve_config(
+    base: RetrievalConfig | None, default: RetrievalConfig, overrides: dict[str, Any]
+) -> RetrievalConfig:
+    """``base`` (or ``default``) with ``overrides`` applied and validated."""
+    config = base if base is not None else default
+    if not isinstance(config, RetrievalConfig):
+        raise ConfigError(f"config must be a RetrievalConfig, got {type(config).__name__}")
+    unknown = sorted(set(overrides) - set(RetrievalConfig.model_fields))
+    if unknown:
+        raise ConfigError(
+            f"unknown retrieval option {unknown[0]!r}; "
+            f"options are {', '.join(RetrievalConfig.model_fields)}"
+        )
+    if overrides:
+        if isinstance(overrides.get("kinds"), str):
+            overrides = {**overrides, "kinds": (overrides["kinds"],)}
+        config = RetrievalConfig(**{**config.model_dump(), **overrides})
+    if not config.kinds:
+        raise InvalidInput("kinds must name at least one kind of memory")
+    return config
+
+
+def zscores(values: Sequence[float]) -> list[float]:
+    """z-scores over ``values`` (population std); a pool with (near) zero spread gives zeros.
+
+    Never overflows and never returns NaN, whatever the values: they are divided by their
+    largest magnitude before squaring (z-scores do not change under scaling), +inf counts as
+    the largest float and -inf or NaN as the most negative one. An imported or hand-edited
+    graph can hold any Q.
+    """
+    if not values:
+        return []
+    xs = [_ordinal(v) for v in values]
+    scale = max(abs(x) for x in xs)
+    if scale == 0.0:
+        return [0.0] * len(xs)
+    ys = [x / scale for x in xs]
+    spread = max(ys) - min(ys)
+    # The spread in the values' own units is spread·scale; "near zero" is 1e-12 of the larger
+    # of 1 and the largest magnitude, as before scaling.
+    if spread * scale <= 1e-12 * max(1.0, scale):
+        return [0.0] * len(xs)
+    mean = math.fsum(ys) / len(ys)
+    std = math.sqrt(math.fsum((y - mean) ** 2 for y in ys) / len(ys))
+    if not std > 0.0:
+        return [0.0] * len(xs)
+    return [(y - mean) / std for y in ys]
+
+
+def _ordinal(value: float) -> float:
+    """``value`` as a finite float that keeps its order: ±inf clipped, NaN lowest."""
+    x = float(value)
+    if math.isnan(x):
+        return -sys.float_info.max
+    return min(max(x, -sys.float_info.max), sys.float_info.max)
+
+
+def rank_candidates(
+    candidates: Sequence[tuple[AnyMemory, float]], lam: float, k2: int, *, use_sim: bool = True
+) -> list[Hit]:
+    """Phase B: score a candidate pool of (memory, sim), best first, keep ``k2``.
+
+    Ties (at :data:`SCORE_DECIMALS`) go to the higher sim, then the higher q, then the earlier
+    candidate. ``use_sim=False`` (the random policy) reports sim but does not rank by it.
+    Any stored q ranks without error (:func:`zscores`).
+    """
+    sims = [_ordinal(sim) for _, sim in candidates]
+    qs = [_ordinal(m.q) for m, _ in candidates]
+    z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
+    z_q = zscores(qs)
+    scored = []
+    for i, ((memory, sim), s, q, zs, zq) in enumerate(
+        zip(candidates, sims, qs, z_sim, z_q, strict=True)
+    ):
+        score = (1.0 - lam) * zs + lam * zq
+        tie_sim = s if use_sim else 0.0
+        key = (-round(score, SCORE_DECIMALS), -tie_sim, -q, i)
+        scored.append((key, memory, sim, zs, zq, score))
+    scored.sort(key=lambda row: row[0])
+    return [
+        Hit(memory=memory, rank=rank, sim=sim, q=memory.q, z_sim=zs, z_q=zq, score=score)
+        for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
+    ]
+
+
+def retrieve(
+    mem: MemoryContext,
+    namespace: str,
+    query: str,
+    config: RetrievalConfig | None = None,
+    *,
+    open_episode: bool = False,
+    episode_id: str | None = None,
+    **overrides: Any,
+) -> Retrieval:
+    """Two-phase retrieval; ``open_episode=True`` records it as a new Episode.
+
+    ``episode_id`` adds this retrieval's hits to an open episode (see
+    :func:`graphmem.ops.episodes.start_episode`) instead. ``overrides`` replace fields of ``config``
+    (default ``mem.config.retrieval``), e.g. ``lam=0`` or ``kinds=("Note",)``.
+    """
+    check_namespace(namespace)
+    _check_query(query)
+    cfg = resolve_config(config, mem.config.retrieval, overrides)
+    if open_episode and episode_id is not None:
+        raise InvalidInput("pass open_episode=True or episode_id, not both")
+    if episode_id is not None:
+        get_open_episode(mem.store, namespace, check_id(episode_id))
+
+    rng = _rng(mem, cfg.seed)
+    vector = mem.embed(_query_text(query, cfg.policy))
+    if cfg.policy is RetrievePolicy.RANDOM:
+        candidates = _random_candidates(mem.store, namespace, vector, cfg, rng)
+    else:
+        candidates = _similar_candidates(mem.store, namespace, vector, cfg)
+
+    hits = rank_candidates(
+        candidates, cfg.lam, cfg.k2, use_sim=cfg.policy is not RetrievePolicy.RANDOM
+    )
+    explored = False
+    if cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
+        hits = _explore(candidates, cfg, rng)
+        explored = True
+    log.debug(
+        "retrieve ns=%s query=%.60r: %d candidates, %d hits%s",
+        namespace,
+        query,
+        len(candidates),
+        len(hits),
+        " (explored)" if explored else "",
+    )
+
+    result = Retrieval(namespace=namespace, query=query, config=cfg, hits=hits, explored=explored)
+    result._store = mem.store
+    if open_episode or episode_id is not None:
+        result.episode_id = record_retrieval(mem.store, result, episode_id=episode_id)
+    return result
+
+
+# ---- phase A ---------------------------------------------------------------------------
+
+
+def _check_query(query: str) -> None:
+    if not isinstance(query, str):
+        raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
+    if not query.strip():
+        raise InvalidInput("the query must not be empty")
+    if len(query) > MAX_TEXT_CHARS:
+        raise InvalidInput(f"the query is {len(query)} characters; the limit is {MAX_TEXT_CHARS}")
+    check_unicode(query, "the query")
+
+
+def _query_text(query: str, policy: RetrievePolicy) -> str:
+    if policy is RetrievePolicy.KEYWORDS:
+        from graphmem.keywords import keywords_key_for
+
+        return keywords_key_for(query)
+    return query
+
+
+def _rng(mem: MemoryContext, seed: int | None) -> random.Random:
+    if seed is None:
+        return random.Random()
+    streams = _RNGS.setdefault(mem, {})
+    if seed not in streams:
+        streams[seed] = random.Random(seed)
+    return streams[seed]
+
+
+def _superseded(store: MemoryStore, namespace: str, memories: Sequence[AnyMemory]) -> set[str]:
+    """Ids among ``memories`` that another memory SUPERSEDES (one store read for all)."""
+    if not memories:
+        return set()
+    return store.superseded(namespace, [m.id for m in memories])
+
+
+def _similar_candidates(
+    store: MemoryStore, namespace: str, vector: list[float], cfg: RetrievalConfig
+) -> list[tuple[AnyMemory, float]]:
+    """The top-k1 live memories by similarity, best first (ties by id, for both stores)."""
+    kinds = list(cfg.kinds)
+    k = cfg.k1
+    for _ in range(_MAX_REFILLS):
+        recalled = store.recall(namespace, vector, k, kinds=kinds, min_sim=cfg.floor)
+        # Stores that flag superseded memories in recall (Neo4j) spare the second round trip.
+        dropped = {r.memory.id for r in recalled if r.superseded}
+        dropped |= _superseded(
+            store, namespace, [r.memory for r in recalled if r.superseded is None]
+        )
+        live = [r for r in recalled if r.memory.id not in dropped]
+        # Superseded memories took places in the top k: ask for more until k1 live ones are in
+        # hand or the namespace has no more.
+        if len(live) >= cfg.k1 or len(recalled) < k:
+            break
+        k += len(dropped)
+    live.sort(key=lambda r: (-r.sim, r.memory.id))
+    return [(r.memory, float(r.sim)) for r in live[: cfg.k1]]
+
+
+def _random_candidates(
+    store: MemoryStore,
+    namespace: str,
+    vector: list[float],
+    cfg: RetrievalConfig,
+    rng: random.Random,
+) -> list[tuple[AnyMemory, float]]:
+    """A seeded random sample of k1 live memories of the kinds, in sampled order (Mem^p)."""
+    pool = [m for m in store.iter_nodes(namespace, kinds=list(cfg.kinds)) if not m.obsolete]
+    rng.shuffle(pool)
+    chosen: list[AnyMemory] = []
+    for memory in pool:
+        if len(chosen) == cfg.k1:
+            break
+        if not _superseded(store, namespace, [memory]):
+            chosen.append(memory)
+    return [(m, _cosine(vector, m.embedding)) for m in chosen]
+
+
+def _cosine(a: Sequence[float], b: Sequence[float] | None) -> float:
+    """Cosine of two vectors, 0.0 when it is undefined; each is scaled to unit max-abs first so
+    no product overflows."""
+    if b is None or len(a) != len(b):
+        return 0.0
+    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if not (np.isfinite(va).all() and np.isfinite(vb).all()):
+        return 0.0
+    ma, mb = float(np.abs(va).max(initial=0.0)), float(np.abs(vb).max(initial=0.0))
+    if ma == 0.0 or mb == 0.0:
+        return 0.0
+    va, vb = va / ma, vb / mb
+    denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
+    return float(np.clip(float(va @ vb) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+
+
+# ---- exploration -----------------------------------------------------------------------
+
+
+def _explore(
+    candidates: Sequence[tuple[AnyMemory, float]],
+    cfg: RetrievalConfig,
+    rng: random.Random,
+) -> list[Hit]:
+    """ε-greedy: a random choice of k2 among the candidates, keeping their real score parts."""
+    scored = {
+        h.memory.id: h
+        for h in rank_candidates(
+            candidates,
+            cfg.lam,
+            len(candidates),
+            use_sim=cfg.policy is not RetrievePolicy.RANDOM,
+        )
+    }
+    picks = rng.sample([m.id for m, _ in candidates], min(cfg.k2, len(candidates)))
+    return [scored[mid].model_copy(update={"rank": rank}) for rank, mid in enumerate(picks)]
+
+
+__all__ = ["Retrieval", "rank_candidates", "retrieve", "zscores"]

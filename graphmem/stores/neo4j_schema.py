@@ -1,0 +1,213 @@
+"""Apply graphmem's Neo4j schema: constraints, indexes and the version record.
+
+The statements live in ``graphmem/resources/neo4j/schema/*.cypher`` (linked as ``schemas/*.cypher``)
+and are all ``IF NOT EXISTS`` / ``MERGE``, so applying them again changes nothing. Call
+:func:`setup` (or ``graphmem schema apply``) once per database. Only the uniqueness constraints
+are ever applied implicitly (:func:`ensure_constraints`, before a store's first write), because
+without them concurrent writers create duplicate ids. A graph that already holds duplicates
+cannot get them: both functions then name the ids and give the Cypher that removes the extras.
+
+>>> import neo4j
+>>> driver = neo4j.GraphDatabase.driver("bolt://127.0.0.1:7687", auth=("neo4j", "..."))
+>>> setup(driver, dimension=384)  # doctest: +SKIP
+AppliedSchema(version=1, dimension=384, statements=8)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import DriverError, Neo4jError
+
+from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
+from graphmem.stores import cypher
+from graphmem.stores.neo4j_recall import supports_search
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+MAX_DIMENSION = 4096
+"""The largest vector dimension a Neo4j 5.26 vector index accepts."""
+REQUIRED_UNIQUE = frozenset(
+    {
+        (("Memory",), frozenset({"namespace", "id"})),
+        (("GraphmemMeta",), frozenset({"name"})),
+    }
+)
+"""(labels, properties) of the uniqueness constraints the store relies on (schemas/001_…)."""
+SHOWN_DUPLICATES = 5
+"""How many duplicate ids an error names."""
+
+
+@dataclass(frozen=True)
+class AppliedSchema:
+    version: int
+    dimension: int
+    statements: int
+
+
+def schema_files() -> list[Path]:
+    """The schema files in the order they apply."""
+    from graphmem.launcher.jars import resource_dir
+
+    return sorted((resource_dir() / "schema").glob("*.cypher"))
+
+
+def statements(text: str) -> list[str]:
+    """Split a schema file into statements: ``//`` comment lines dropped, ``;`` separated."""
+    body = "\n".join(line for line in text.splitlines() if not line.strip().startswith("//"))
+    return [s.strip() for s in body.split(";") if s.strip()]
+
+
+def check_dimension(dimension: int) -> int:
+    if isinstance(dimension, bool) or not isinstance(dimension, int):
+        raise InvalidInput(f"the dimension must be an integer, got {dimension!r}")
+    if not 1 <= dimension <= MAX_DIMENSION:
+        raise InvalidInput(f"the dimension must be in 1..{MAX_DIMENSION}, got {dimension}")
+    return dimension
+
+
+def setup(
+    driver: neo4j.Driver, dimension: int = 384, *, database: str | None = None
+) -> AppliedSchema:
+    """Create constraints, the vector index (``dimension``, cosine) and the version record.
+
+    Idempotent. Raises DimensionMismatch if the database already holds another dimension
+    (in its meta record or its vector index), before changing anything.
+    """
+    check_dimension(dimension)
+    params: dict[str, Any] = {"dimension": dimension, "version": SCHEMA_VERSION}
+    try:
+        with driver.session(database=database, notifications_min_severity="OFF") as session:
+            if not session.execute_read(_constraints_present):
+                session.execute_read(_refuse_duplicates)
+            meta = session.execute_read(_read_meta)
+            if meta is not None and meta != dimension:
+                raise DimensionMismatch(meta, dimension, where="database")
+            indexed = session.execute_read(_index_dimension)
+            if indexed is not None and indexed != dimension:
+                raise DimensionMismatch(indexed, dimension, where="vector index")
+            count = 0
+            if session.execute_read(supports_search):
+                # In-index filtering: this index first, so the plain one in the files is a no-op.
+                session.execute_write(_run, cypher.VECTOR_INDEX_FILTERED, {"dimension": dimension})
+                count += 1
+            for path in schema_files():
+                for statement in statements(path.read_text(encoding="utf-8")):
+                    used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
+                    session.execute_write(_run, statement, used)
+                    count += 1
+            session.execute_write(_fix_dimension, dimension)
+            session.run(cypher.AWAIT_INDEXES, seconds=300).consume()
+    except (Neo4jError, DriverError) as e:
+        raise StoreError(f"applying the Neo4j schema failed: {_reason(e)}") from e
+    log.info("schema v%d applied: %d statements, dimension %d", SCHEMA_VERSION, count, dimension)
+    return AppliedSchema(SCHEMA_VERSION, dimension, count)
+
+
+def ensure_constraints(driver: neo4j.Driver, *, database: str | None = None) -> bool:
+    """Make sure graphmem's uniqueness constraints exist; True if this call created them.
+
+    Without them, concurrent ``MERGE``s of one id from several processes create duplicate nodes
+    (Neo4j only serialises a MERGE through a uniqueness constraint). The constraints need no
+    dimension and are idempotent, so the store applies them before its first write if
+    ``graphmem schema apply`` never ran; the indexes stay with :func:`setup`. Raises StoreError
+    (one line) when they cannot be created: duplicates already present (named, with the fix)
+    or a user without schema rights.
+    """
+    try:
+        with driver.session(database=database, notifications_min_severity="OFF") as session:
+            if session.execute_read(_constraints_present):
+                return False
+            session.execute_read(_refuse_duplicates)
+            try:
+                for statement in statements(_constraints_file().read_text(encoding="utf-8")):
+                    session.execute_write(_run, statement, {})
+            except Neo4jError:
+                # Another process may have created them at the same moment: that is success.
+                if session.execute_read(_constraints_present):
+                    return False
+                session.execute_read(_refuse_duplicates)
+                raise
+    except (Neo4jError, DriverError) as e:
+        raise StoreError(
+            f"this Neo4j database has no graphmem uniqueness constraints and creating them "
+            f"failed: {_reason(e)}; run `graphmem schema apply` as a user with schema rights"
+        ) from e
+    log.warning(
+        "created graphmem's uniqueness constraints; run `graphmem schema apply` for the "
+        "vector and full-text indexes"
+    )
+    return True
+
+
+def _constraints_file() -> Path:
+    return next(p for p in schema_files() if p.name.startswith("001_"))
+
+
+def _constraints_present(tx: neo4j.ManagedTransaction) -> bool:
+    """True when (Memory: namespace, id) and (GraphmemMeta: name) are both kept unique."""
+    found = {
+        (tuple(r["labels"] or ()), frozenset(r["properties"] or ()))
+        for r in tx.run(cypher.UNIQUE_CONSTRAINTS)
+    }
+    return found >= REQUIRED_UNIQUE
+
+
+def _refuse_duplicates(tx: neo4j.ManagedTransaction) -> None:
+    """Raise StoreError naming the ids that exist more than once, and how to remove them."""
+    record = tx.run(cypher.DUPLICATE_IDS, limit=SHOWN_DUPLICATES).single()
+    total = 0 if record is None else int(record["total"])
+    if total:
+        assert record is not None
+        shown = ", ".join(
+            f"{d['id']!r} in namespace {d['namespace']!r} ({d['copies']} nodes)"
+            for d in record["shown"]
+        )
+        more = f" and {total - len(record['shown'])} more" if total > len(record["shown"]) else ""
+        raise StoreError(
+            f"cannot create graphmem's uniqueness constraint: {total} memory id(s) exist more "
+            f"than once: {shown}{more}. Keep one node per (namespace, id), e.g. the most "
+            f"recently updated, with this Cypher: {cypher.DEDUPE_HINT}; then run "
+            "`graphmem schema apply` again"
+        )
+    metas = [(r["name"], r["copies"]) for r in tx.run(cypher.DUPLICATE_META)]
+    if metas:
+        name, copies = metas[0]
+        raise StoreError(
+            f"cannot create graphmem's uniqueness constraint: {copies} GraphmemMeta nodes are "
+            f"named {name!r}; keep one with this Cypher: {cypher.META_DEDUPE_HINT}; then run "
+            "`graphmem schema apply` again"
+        )
+
+
+def _run(tx: neo4j.ManagedTransaction, statement: str, params: dict[str, Any]) -> None:
+    tx.run(statement, params).consume()
+
+
+def _read_meta(tx: neo4j.ManagedTransaction) -> int | None:
+    record = tx.run(cypher.META_GET, name=cypher.META_NAME).single()
+    return None if record is None or record["dimension"] is None else int(record["dimension"])
+
+
+def _index_dimension(tx: neo4j.ManagedTransaction) -> int | None:
+    record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
+    if record is None:
+        return None
+    config = (record["options"] or {}).get("indexConfig", {})
+    value = config.get("vector.dimensions")
+    return None if value is None else int(value)
+
+
+def _fix_dimension(tx: neo4j.ManagedTransaction, dimension: int) -> None:
+    tx.run(cypher.META_FIX_DIMENSION, name=cypher.META_NAME, dimension=dimension).consume()
+
+
+def _reason(e: Exception) -> str:
+    message = getattr(e, "message", None) or str(e) or type(e).__name__
+    return str(message).splitlines()[0][:300]
