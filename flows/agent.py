@@ -121,21 +121,7 @@ def build_agent_graph(
         offer: dict[str, Any] = {}
         if ctx.use_memory and state.get("hits"):
             mem, namespace, _ = resolve(runtime, memory)
-            ids = [h["memory_id"] for h in state["hits"]]
-            found = {m.id: m for m in mem.store.get_many(namespace, ids)}
-            hits = [
-                Hit(
-                    memory=found[h["memory_id"]],
-                    rank=h["rank"],
-                    sim=h["sim"],
-                    q=h["q"],
-                    z_sim=h["z_sim"],
-                    z_q=h["z_q"],
-                    score=h["score"],
-                )
-                for h in state["hits"]
-                if h["memory_id"] in found
-            ]
+            hits = _hits(mem, namespace, state["hits"])
             hints = (ctx.hints or default_hints)(mem, namespace, state["task"], hits)
             if _by_use(ctx):
                 hint_fn = ctx.hints or default_hints
@@ -163,20 +149,7 @@ def build_agent_graph(
         if not followed:
             return {"followed": []}
         mem, namespace, _ = resolve(runtime, memory)
-        found = {m.id: m for m in mem.store.get_many(namespace, followed)}
-        hits = [
-            Hit(
-                memory=found[i],
-                rank=offered[i]["rank"],
-                sim=offered[i]["sim"],
-                q=offered[i]["q"],
-                z_sim=offered[i]["z_sim"],
-                z_q=offered[i]["z_q"],
-                score=offered[i]["score"],
-            )
-            for i in followed
-            if i in found
-        ]
+        hits = _hits(mem, namespace, [offered[i] for i in followed])
         episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
         config = ctx.procedures or mem.config.retrieval
         retrieval = Retrieval(namespace=namespace, query=state["query"], config=config, hits=hits)
@@ -242,20 +215,7 @@ def build_agent_graph(
         if not used:
             return {"used": []}
         mem, namespace, _ = resolve(runtime, memory)
-        found = {m.id: m for m in mem.store.get_many(namespace, [h["memory_id"] for h in used])}
-        hits = [
-            Hit(
-                memory=found[h["memory_id"]],
-                rank=h["rank"],
-                sim=h["sim"],
-                q=h["q"],
-                z_sim=h["z_sim"],
-                z_q=h["z_q"],
-                score=h["score"],
-            )
-            for h in used
-            if h["memory_id"] in found
-        ]
+        hits = _hits(mem, namespace, used)
         episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
         retrieval = Retrieval(
             namespace=namespace,
@@ -363,6 +323,26 @@ def build_agent_graph(
     builder.add_edge("learn", "evolve")
     builder.add_edge("evolve", END)
     return builder
+
+
+def _hits(mem: GraphMemory, namespace: str, records: Sequence[HitRecord]) -> list[Hit]:
+    """The hits that ``records`` (the state's copies) describe, with their memories read again
+    from the store; a memory deleted in the meantime is left out."""
+    ids = [r["memory_id"] for r in records]
+    found = {m.id: m for m in mem.store.get_many(namespace, ids)}
+    return [
+        Hit(
+            memory=found[r["memory_id"]],
+            rank=r["rank"],
+            sim=r["sim"],
+            q=r["q"],
+            z_sim=r["z_sim"],
+            z_q=r["z_q"],
+            score=r["score"],
+        )
+        for r in records
+        if r["memory_id"] in found
+    ]
 
 
 def _by_use(ctx: AgentContext) -> bool:
