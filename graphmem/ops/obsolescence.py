@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
@@ -141,7 +141,7 @@ def demote(
         if isinstance(memory, Note) and memory.embedding is not None:
             subject = note_subject(memory)
             if subject is not None:
-                rivals = _subject_notes(mem, namespace, memory, subject, demoted)
+                rivals = _peers(mem, namespace, memory, memory.embedding, _subject_of, demoted)
                 if _best({**rivals, memory.id: memory.q}) == memory.id:
                     log.warning(
                         "not demoting note %s in ns=%s (%s): it is the %s live note of "
@@ -154,7 +154,7 @@ def demote(
                     )
                     continue
         if isinstance(memory, Procedure) and memory.embedding is not None:
-            rivals = _task_procedures(mem, namespace, memory, memory.embedding, demoted)
+            rivals = _peers(mem, namespace, memory, memory.embedding, _task_key, demoted)
             if _best({**rivals, memory.id: memory.q}) == memory.id:
                 log.warning(
                     "not demoting %s %s in ns=%s (%s): it is the %s live procedure of task "
@@ -178,38 +178,47 @@ def demote(
     return out
 
 
-def _task_key(procedure: Procedure) -> str:
+def _task_key(memory: AnyMemory) -> str | None:
     """Which task a procedure is for: its task text, whitespace and case folded (corrections
-    and both granularities of one build carry the same text)."""
-    return " ".join(procedure.task_text.split()).lower()
+    and both granularities of one build carry the same text); None for other memories."""
+    if not isinstance(memory, Procedure):
+        return None
+    return " ".join(memory.task_text.split()).lower()
+
+
+def _subject_of(memory: AnyMemory) -> str | None:
+    """A note's subject (:func:`note_subject`); None for other memories."""
+    return note_subject(memory) if isinstance(memory, Note) else None
 
 
 _RIVALS = 50
-"""How many of a procedure's nearest procedures are looked at for others of its task."""
+"""How many of a memory's nearest memories of its kind are looked at for others of its key."""
 
 
-def _task_procedures(
+def _peers(
     mem: MemoryContext,
     namespace: str,
-    procedure: Procedure,
+    memory: AnyMemory,
     vector: Sequence[float],
+    key_of: Callable[[AnyMemory], str | None],
     demoted: set[str],
 ) -> dict[str, float]:
-    """The other procedures of ``procedure``'s task that retrieval can return, with their Q.
+    """The other memories of ``memory``'s kind with its key (``key_of``: a procedure's task, a
+    note's subject) that retrieval can return, with their Q.
 
-    They share its key and so its embedding (``vector``): a recall by it finds them first
+    They read alike, so a recall by ``memory``'s embedding (``vector``) finds them first
     (obsolete ones skipped), then superseded ones and those just ``demoted`` are dropped.
-    Missing one only keeps a procedure that could have gone.
+    Missing one only keeps a memory that could have gone.
     """
-    task = _task_key(procedure)
-    recalled = mem.store.recall(namespace, vector, _RIVALS, kinds=[MemoryKind.PROCEDURE])
+    key = key_of(memory)
+    recalled = mem.store.recall(namespace, vector, _RIVALS, kinds=[MemoryKind(memory.kind)])
     rivals = {
         r.memory.id: r.memory.q
         for r in recalled
-        if isinstance(r.memory, Procedure)
-        and r.memory.id != procedure.id
+        if r.memory.id != memory.id
         and r.memory.id not in demoted
-        and _task_key(r.memory) == task
+        and key is not None
+        and key_of(r.memory) == key
     }
     for gone in mem.store.superseded(namespace, list(rivals)) if rivals else ():
         rivals.pop(gone, None)
@@ -236,26 +245,6 @@ def note_subject(note: Note) -> str | None:
     if first.endswith(":") and len(first) > 1:
         return " ".join(first.split()).lower()
     return None
-
-
-def _subject_notes(
-    mem: MemoryContext, namespace: str, note: Note, subject: str, demoted: set[str]
-) -> dict[str, float]:
-    """The other live notes of ``note``'s subject that retrieval can return, with their Q
-    (its nearest notes; superseded ones and those just ``demoted`` dropped)."""
-    assert note.embedding is not None
-    recalled = mem.store.recall(namespace, note.embedding, _RIVALS, kinds=[MemoryKind.NOTE])
-    rivals = {
-        r.memory.id: r.memory.q
-        for r in recalled
-        if isinstance(r.memory, Note)
-        and r.memory.id != note.id
-        and r.memory.id not in demoted
-        and note_subject(r.memory) == subject
-    }
-    for gone in mem.store.superseded(namespace, list(rivals)) if rivals else ():
-        rivals.pop(gone, None)
-    return rivals
 
 
 def _best(task: dict[str, float]) -> str:
