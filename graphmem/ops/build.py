@@ -193,16 +193,7 @@ def build(
     ]
 
     task, task_is_new = _task(mem, namespace, traj, key, mode, vector, common, key_by, verbatim)
-    edges = [
-        Edge(
-            namespace=namespace,
-            kind=EdgeKind.SOLVED_BY,
-            src=task.id,
-            dst=p.id,
-            props={"reward": traj.reward, "success": traj.success},
-        )
-        for p in procedures
-    ]
+    edges = _solved_by(namespace, task, procedures)
     if len(procedures) == 2:
         edges.append(_edge(namespace, EdgeKind.DISTILLED_FROM, top.id, procedures[1].id))
     edges.append(_edge(namespace, EdgeKind.FIRST_STEP, chain_owner.id, steps[0].id))
@@ -510,6 +501,20 @@ def _task(
     return task, True
 
 
+def _solved_by(namespace: str, task: Task, procedures: Sequence[Procedure]) -> list[Edge]:
+    """``(task)-[:SOLVED_BY {reward, success}]->(procedure)`` for each of ``procedures``."""
+    return [
+        Edge(
+            namespace=namespace,
+            kind=EdgeKind.SOLVED_BY,
+            src=task.id,
+            dst=p.id,
+            props={"reward": p.reward, "success": p.success},
+        )
+        for p in procedures
+    ]
+
+
 def _existing(mem: MemoryContext, namespace: str, proc: Procedure) -> BuildResult:
     """The memories of an earlier identical build, as a BuildResult."""
     store = mem.store
@@ -546,16 +551,7 @@ def _existing(mem: MemoryContext, namespace: str, proc: Procedure) -> BuildResul
             q=mem.config.q0,
             embedding=mem.embed(proc.key),
         )
-        solved = [
-            Edge(
-                namespace=namespace,
-                kind=EdgeKind.SOLVED_BY,
-                src=task.id,
-                dst=p.id,
-                props={"reward": p.reward, "success": p.success},
-            )
-            for p in procedures
-        ]
+        solved = _solved_by(namespace, task, procedures)
         store.upsert([task], solved)
     return BuildResult(
         task=task,
