@@ -268,3 +268,21 @@ def test_start_probe_and_stop_a_server_on_free_ports(tmp_path: Path) -> None:
     assert not server.pid_file.exists()
     with socket.socket() as sock:
         assert sock.connect_ex(("127.0.0.1", server.bolt_port)) != 0
+
+
+def test_heap_and_page_cache_sizes_reach_the_conf_and_bad_sizes_are_refused(
+    tmp_path: Path,
+) -> None:
+    server = Neo4jServer(tmp_path / "big", heap="6G", pagecache="8g")
+    lib = tmp_path / "lib"
+    conf = read_conf(server.write_conf(lib))
+    assert conf["server.memory.heap.max_size"] == ["6g"]
+    assert conf["server.memory.heap.initial_size"] == ["1g"]
+    assert conf["server.memory.pagecache.size"] == ["8g"]
+    assert "-Xmx6g" in server.command(Path("/opt/java17/bin/java"), lib)
+    small = Neo4jServer(tmp_path / "small", heap="512m")
+    assert read_conf(small.write_conf(lib))["server.memory.heap.initial_size"] == ["512m"]
+    for bad in ("", "4", "4gb", "-1g", "g", "10k"):
+        with pytest.raises(ConfigError):
+            Neo4jServer(tmp_path / "bad", heap=bad)
+    assert not (tmp_path / "bad").exists()

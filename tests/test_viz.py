@@ -604,3 +604,16 @@ def test_graphviz_png_wraps_a_30_step_chain_too(store: MemoryStore, namespace: s
     png = viz.to_png(sub, engine="dot")
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert png.startswith(b"\x89PNG") and width < 2 * height  # rows, not a 30-box strip
+
+
+@pytest.mark.parametrize(("steps", "direction"), [(4, "LR"), (8, "LR"), (9, "TB"), (30, "TB")])
+def test_mermaid_turns_long_chains_top_to_bottom(
+    store: MemoryStore, namespace: str, steps: int, direction: str
+) -> None:
+    task, chain = chain_store(store, namespace, steps=steps)
+    sub = viz.task_subgraph(store, namespace, task.id)
+    text = viz.to_mermaid(sub)
+    assert text.splitlines()[0] == f"flowchart {direction}"
+    assert viz.to_mermaid(sub, direction="LR").splitlines()[0] == "flowchart LR"  # asked for
+    drawn = [line for line in text.splitlines() if "open door" in line]
+    assert len(drawn) == len(chain)  # every step of the drawn chain is in the chart

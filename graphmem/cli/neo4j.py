@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from graphmem.errors import ConfigError
+from graphmem.launcher.server import DEFAULT_HEAP, DEFAULT_PAGECACHE
 
 if TYPE_CHECKING:
     from graphmem.launcher.server import Neo4jServer
@@ -36,6 +37,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="VERSION",
         help="Neo4j release, e.g. 2026.09.0 (Java 21+; in-index filtered vector search) "
         "(default: the packaged 5.26 LTS); fetched once with Maven",
+    )
+    start.add_argument(
+        "--heap",
+        default=DEFAULT_HEAP,
+        help=f"largest JVM heap, e.g. 4g (default {DEFAULT_HEAP}); applies from this start on",
+    )
+    start.add_argument(
+        "--pagecache",
+        default=DEFAULT_PAGECACHE,
+        help="page cache for the store files and vector index, e.g. 6g "
+        f"(default {DEFAULT_PAGECACHE}); size it to the store for large graphs",
     )
     start.set_defaults(handler=_start)
 
@@ -112,6 +124,8 @@ def _server(args: argparse.Namespace, *, auth: bool = True) -> Neo4jServer:
         http_port=_first(args.http_port, http, DEFAULT_HTTP_PORT),
         auth=auth,
         version=getattr(args, "neo4j_version", None),
+        heap=getattr(args, "heap", DEFAULT_HEAP),
+        pagecache=getattr(args, "pagecache", DEFAULT_PAGECACHE),
     )
 
 

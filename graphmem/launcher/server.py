@@ -74,6 +74,7 @@ ENTRY_POINT = DEFAULT_ENTRY_POINT
 """Neo4j 5.x's main class; each release's own jar names its own (:func:`entry_point`)."""
 ADMIN_TOOL = "org.neo4j.cli.AdminTool"
 MIN_PASSWORD_LENGTH = 8
+DEFAULT_HEAP_INITIAL, DEFAULT_HEAP, DEFAULT_PAGECACHE = "1g", "2g", "1g"
 PID_FILE = "run/graphmem-neo4j.pid"
 CONSOLE_LOG = "logs/console.log"
 PRIVATE_UMASK = 0o077
@@ -145,6 +146,8 @@ class Neo4jServer:
         home: Path | None = None,
         listen_address: str = "127.0.0.1",
         version: str | None = None,
+        heap: str = DEFAULT_HEAP,
+        pagecache: str = DEFAULT_PAGECACHE,
     ) -> None:
         for name, port in (("bolt", bolt_port), ("http", http_port)):
             if not 0 < port < 65536:
@@ -158,6 +161,8 @@ class Neo4jServer:
         self.version = check_version(version)
         self.home = home if home is not None else default_home(version=self.version)
         self.listen_address = listen_address
+        self.heap = check_memory_size("heap", heap)
+        self.pagecache = check_memory_size("page cache", pagecache)
 
     @property
     def bolt_uri(self) -> str:
@@ -343,6 +348,9 @@ class Neo4jServer:
             http_port=self.http_port,
             auth_enabled="true" if self.auth else "false",
             lib_dir=lib,
+            heap_initial=min(self.heap, DEFAULT_HEAP_INITIAL, key=memory_bytes),
+            heap_max=self.heap,
+            pagecache=self.pagecache,
         )
         self.prepare_dirs()
         write_private(self.conf_file, text)
@@ -415,6 +423,24 @@ class Neo4jServer:
         except OSError:
             return "(no log)"
         return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
+
+
+_UNITS = {"k": 2**10, "m": 2**20, "g": 2**30}
+
+
+def check_memory_size(what: str, size: str) -> str:
+    """A JVM-style size such as ``512m`` or ``4g`` (at least 64m), lower-cased; else ConfigError."""
+    text = size.strip().lower() if isinstance(size, str) else ""
+    if not (text[:-1].isdigit() and text[-1:] in _UNITS):
+        raise ConfigError(f"the {what} size must look like 512m or 4g, got {size!r}")
+    if memory_bytes(text) < 64 * 2**20:
+        raise ConfigError(f"the {what} size must be at least 64m, got {size!r}")
+    return text
+
+
+def memory_bytes(size: str) -> int:
+    """Bytes of a size checked by ``check_memory_size``."""
+    return int(size[:-1]) * _UNITS[size[-1]]
 
 
 def check_password(password: str | None) -> str:

@@ -11,6 +11,11 @@ character Mermaid treats specially written as an entity, so memory text cannot b
 from __future__ import annotations
 
 from graphmem.viz.graph import Subgraph, VizNode
+from graphmem.viz.layout import chains
+
+LONG_CHAIN = 8
+"""With ``direction="auto"``, a chart whose longest procedure has more steps than this reads top
+to bottom: Mermaid cannot wrap a row, and a long left-to-right chain shrinks to unreadable."""
 
 # Characters that end or reshape a quoted Mermaid label; written as #code; entities.
 _SPECIAL = {c: f"#{ord(c)};" for c in '"#;<>&|`[]{}()\\'}
@@ -34,12 +39,16 @@ def _shape(node: VizNode, name: str, label: str) -> str:
     return f'{name}["{label}"]'
 
 
-def to_mermaid(sub: Subgraph, *, direction: str = "LR") -> str:
-    """The subgraph as a Mermaid ``flowchart``; chains read left to right."""
-    if direction not in ("LR", "TB", "RL", "BT"):
+def to_mermaid(sub: Subgraph, *, direction: str = "auto") -> str:
+    """The subgraph as a Mermaid ``flowchart``: chains read left to right, or top to bottom
+    (``auto``) once a procedure has more than :data:`LONG_CHAIN` steps."""
+    if direction not in ("auto", "LR", "TB", "RL", "BT"):
         from graphmem.errors import InvalidInput
 
-        raise InvalidInput(f"direction must be LR, TB, RL or BT, not {direction!r}")
+        raise InvalidInput(f"direction must be auto, LR, TB, RL or BT, not {direction!r}")
+    if direction == "auto":
+        longest = max((len(steps) for steps in chains(sub).values()), default=0)
+        direction = "TB" if longest > LONG_CHAIN else "LR"
     names = {node_id: f"n{i}" for i, node_id in enumerate(sub.nodes)}
     title = " ".join(sub.title.split())
     lines = [f"flowchart {direction}", f"%% {title}"]
