@@ -42,7 +42,8 @@ log = logging.getLogger("bench.speed")
 SCALES = {"1m": 1_000_000, "100k": 100_000, "10k": 10_000}
 NAMESPACES = 100
 KIND_MIX = (("Note", 0.40), ("Procedure", 0.25), ("Tip", 0.15), ("Task", 0.10), ("Step", 0.10))
-QUERIED = (0, 9, 49)  # namespace ranks queried: large, middling, small
+QUERIED = (0, 9, 49)
+INDEX_WAIT_S = 7200.0  # namespace ranks queried: large, middling, small
 
 
 def namespace_sizes(n: int, count: int = NAMESPACES) -> list[int]:
@@ -118,6 +119,31 @@ class Corpus:
         return out
 
 
+def _ingest(store: Any, corpus: Corpus, args: argparse.Namespace, result: dict[str, Any]) -> None:
+    """Upsert the corpus with ``args.writers`` threads; the rate and load go into ``result``."""
+    n = corpus.n
+    done = 0
+    lock = threading.Lock()
+    started = time.perf_counter()
+
+    def load(batch: tuple[int, int, int]) -> None:
+        nonlocal done
+        memories = corpus.memories(*batch)
+        store.upsert(memories)
+        with lock:
+            done += len(memories)
+            if not args.quiet and done // 50_000 != (done - len(memories)) // 50_000:
+                rate = done / (time.perf_counter() - started)
+                print(f"  {done:,} memories, {rate:,.0f}/s", flush=True)
+
+    with ThreadPoolExecutor(args.writers) as pool:
+        for _ in pool.map(load, corpus.batches()):
+            pass
+    ingest_s = time.perf_counter() - started
+    result["ingest"] = {"memories": n, "seconds": round(ingest_s, 1), "per_s": round(n / ingest_s)}
+    result["load_after_ingest"] = list(os.getloadavg())
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from graphmem import GraphMemory
     from graphmem.config import RetrievalConfig
@@ -155,39 +181,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         records, _, _ = driver.execute_query(text, params, database_=db)
         return [r.data() for r in records]
 
-    store.setup(DIM)
-    if query("MATCH (m:Memory) RETURN count(m) AS n")[0]["n"]:
-        raise SystemExit("--scale needs a database without memories (it drops the vector index)")
+    store.setup(DIM, wait=INDEX_WAIT_S)
+    held = query("MATCH (m:Memory) RETURN count(m) AS n")[0]["n"]
     result["server"] = query(cypher.SERVER_VERSION)
-    query(f"DROP INDEX {cypher.VECTOR_INDEX} IF EXISTS")
-
-    # ---- ingest -----------------------------------------------------------------------------
-    done = 0
-    lock = threading.Lock()
-    started = time.perf_counter()
-
-    def load(batch: tuple[int, int, int]) -> None:
-        nonlocal done
-        memories = corpus.memories(*batch)
-        store.upsert(memories)
-        with lock:
-            done += len(memories)
-            if not args.quiet and done // 50_000 != (done - len(memories)) // 50_000:
-                rate = done / (time.perf_counter() - started)
-                print(f"  {done:,} memories, {rate:,.0f}/s", flush=True)
-
-    with ThreadPoolExecutor(args.writers) as pool:
-        for _ in pool.map(load, corpus.batches()):
-            pass
-    ingest_s = time.perf_counter() - started
-    result["ingest"] = {"memories": n, "seconds": round(ingest_s, 1), "per_s": round(n / ingest_s)}
-    result["load_after_ingest"] = list(os.getloadavg())
+    if args.reuse:
+        if held != n:
+            raise SystemExit(f"--reuse needs the {n:,} memories of an earlier run, found {held:,}")
+        result["ingest"] = None
+        result["load_after_ingest"] = None
+    elif held:
+        raise SystemExit("--scale needs a database without memories (it drops the vector index)")
+    else:
+        query(f"DROP INDEX {cypher.VECTOR_INDEX} IF EXISTS")
+        _ingest(store, corpus, args, result)
 
     # ---- index build --------------------------------------------------------------------------
     t0 = time.perf_counter()
-    store.setup(DIM)
-    query("CALL db.awaitIndexes(7200)")
-    result["index_build_s"] = round(time.perf_counter() - t0, 1)
+    store.setup(DIM, wait=INDEX_WAIT_S)
+    result["index_build_s"] = None if args.reuse else round(time.perf_counter() - t0, 1)
     if args.data_dir:
         size = subprocess.run(
             ["du", "-sb", str(args.data_dir)], capture_output=True, text=True, check=False
@@ -268,10 +279,8 @@ def render(result: dict[str, Any]) -> str:
         f"(largest {s['largest_namespace']:,}), kinds {s['kind_mix']}; "
         f"k1={s['k1']}, k2={s['k2']}, λ={s['lam']}",
         common.machine_markdown(m),
-        f"- ingest: {result['ingest']['per_s']:,}/s ({result['ingest']['seconds']} s, "
-        f"{s['writers']} writer threads, no vector index); load after "
-        f"{[round(x, 2) for x in result['load_after_ingest']]}",
-        f"- vector index build: {result['index_build_s']} s",
+        _ingest_line(result, s["writers"]),
+        f"- vector index build: {result['index_build_s'] or 'not measured (--reuse)'} s",
     ]
     if result.get("store_bytes"):
         lines.append(f"- store size on disk: {result['store_bytes'] / 2**30:.2f} GiB")
@@ -290,6 +299,16 @@ def render(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ingest_line(result: dict[str, Any], writers: int) -> str:
+    ingest = result["ingest"]
+    if ingest is None:
+        return "- ingest: not measured (--reuse: the memories of an earlier run)"
+    return (
+        f"- ingest: {ingest['per_s']:,}/s ({ingest['seconds']} s, {writers} writer threads, "
+        f"no vector index); load after {[round(x, 2) for x in result['load_after_ingest']]}"
+    )
+
+
 def execute(args: argparse.Namespace) -> dict[str, Any]:
     result = run(args)
     markdown = render(result)
@@ -305,3 +324,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--writers", type=int, default=4, help="--scale: ingest threads")
     parser.add_argument("--data-dir", type=Path, help="--scale: Neo4j instance dir, for its size")
     parser.add_argument("--keep", action="store_true", help="--scale: keep the memories")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="--scale: time the memories an earlier run left (no ingest or index figures)",
+    )

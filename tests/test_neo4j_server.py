@@ -286,3 +286,17 @@ def test_heap_and_page_cache_sizes_reach_the_conf_and_bad_sizes_are_refused(
         with pytest.raises(ConfigError):
             Neo4jServer(tmp_path / "bad", heap=bad)
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("wait", [0, -5.0, float("nan")])
+def test_schema_setup_refuses_a_wait_that_is_not_positive_before_touching_the_server(
+    wait: float,
+) -> None:
+    from typing import Any
+
+    from graphmem.errors import InvalidInput
+    from graphmem.stores.neo4j_schema import setup
+
+    no_server: Any = None  # any use of the driver would fail with AttributeError
+    with pytest.raises(InvalidInput, match="wait"):
+        setup(no_server, 384, wait=wait)

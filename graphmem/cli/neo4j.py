@@ -70,6 +70,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     apply.add_argument(
         "--dimension", type=int, default=384, help="embedding dimension (default 384)"
     )
+    apply.add_argument(
+        "--wait",
+        type=float,
+        default=300.0,
+        help="seconds to wait for the indexes to come online (default 300; a vector index "
+        "over a million memories takes longer)",
+    )
     apply.set_defaults(handler=_schema_apply)
 
 
@@ -208,7 +215,9 @@ def _schema_apply(args: argparse.Namespace) -> int:
         database=settings.neo4j_database,
     )
     try:
-        applied = setup(store.driver, args.dimension, database=settings.neo4j_database)
+        applied = setup(
+            store.driver, args.dimension, database=settings.neo4j_database, wait=args.wait
+        )
     finally:
         store.close()
     print(f"schema version {applied.version} applied to {settings.neo4j_uri}: ", end="")

@@ -94,6 +94,12 @@ OPTIONS {indexConfig: {
 
 AWAIT_INDEXES: Final = "CALL db.awaitIndexes($seconds)"
 
+INDEXES_NOT_ONLINE: Final = """
+SHOW INDEXES YIELD name, state, populationPercent
+WHERE state <> 'ONLINE'
+RETURN name, state, populationPercent
+"""
+
 # Any node uniqueness constraint (or node key) counts, whatever its name: the store needs the
 # guarantee, not our spelling of it. Neo4j has named the type UNIQUENESS and later
 # NODE_PROPERTY_UNIQUENESS.

@@ -135,11 +135,11 @@ class Neo4jStore(MemoryStore):
     def driver(self) -> neo4j.Driver:
         return self._driver
 
-    def setup(self, dimension: int = 384) -> None:
+    def setup(self, dimension: int = 384, *, wait: float = 300.0) -> None:
         """Apply the schema (see :func:`graphmem.stores.neo4j_schema.setup`); idempotent."""
         from graphmem.stores.neo4j_schema import setup
 
-        setup(self._driver, dimension, database=self._database)
+        setup(self._driver, dimension, database=self._database, wait=wait)
         self._index_ready = None
         self._constraints_ok = True
 

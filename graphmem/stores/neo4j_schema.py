@@ -73,14 +73,23 @@ def check_dimension(dimension: int) -> int:
 
 
 def setup(
-    driver: neo4j.Driver, dimension: int = 384, *, database: str | None = None
+    driver: neo4j.Driver,
+    dimension: int = 384,
+    *,
+    database: str | None = None,
+    wait: float = 300.0,
 ) -> AppliedSchema:
-    """Create constraints, the vector index (``dimension``, cosine) and the version record.
+    """Create constraints, the vector index (``dimension``, cosine) and the version record,
+    then wait up to ``wait`` seconds for the indexes to come online.
 
     Idempotent. Raises DimensionMismatch if the database already holds another dimension
-    (in its meta record or its vector index), before changing anything.
+    (in its meta record or its vector index), before changing anything. On a large graph an
+    index can take longer to build than ``wait``: then StoreError says which one and how far
+    it got; everything is applied and the index comes online by itself.
     """
     check_dimension(dimension)
+    if not wait > 0:
+        raise InvalidInput(f"the wait must be a positive number of seconds, got {wait!r}")
     params: dict[str, Any] = {"dimension": dimension, "version": SCHEMA_VERSION}
     try:
         with driver.session(database=database, notifications_min_severity="OFF") as session:
@@ -103,11 +112,28 @@ def setup(
                     session.execute_write(_run, statement, used)
                     count += 1
             session.execute_write(_fix_dimension, dimension)
-            session.run(cypher.AWAIT_INDEXES, seconds=300).consume()
+            _await_indexes(session, wait)
     except (Neo4jError, DriverError) as e:
         raise StoreError(f"applying the Neo4j schema failed: {_reason(e)}") from e
     log.info("schema v%d applied: %d statements, dimension %d", SCHEMA_VERSION, count, dimension)
     return AppliedSchema(SCHEMA_VERSION, dimension, count)
+
+
+def _await_indexes(session: neo4j.Session, wait: float) -> None:
+    """Wait for the indexes; past ``wait``, a StoreError naming those still building."""
+    try:
+        session.run(cypher.AWAIT_INDEXES, seconds=max(1, round(wait))).consume()
+        return
+    except Neo4jError:
+        pending = session.run(cypher.INDEXES_NOT_ONLINE).data()
+        if not pending or any(row["state"] == "FAILED" for row in pending):
+            raise
+    building = ", ".join(f"{r['name']} {r['populationPercent']:.0f}%" for r in pending)
+    raise StoreError(
+        f"the schema is applied, but after {wait:g}s these indexes are still building: "
+        f"{building}. They come online by themselves; until then recall fails. Wait longer "
+        "with `graphmem schema apply --wait SECONDS` (it changes nothing else)."
+    )
 
 
 def ensure_constraints(driver: neo4j.Driver, *, database: str | None = None) -> bool:
