@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -35,7 +35,11 @@ from graphmem.models import Edge, EdgeKind, Episode, EpisodeStatus, Note
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
+from ._retrying import RetryingClient
 from ._workers import DIM, fork_all, open_store, store_spec
+
+if TYPE_CHECKING:
+    from graphmem.stores.neo4j import Neo4jStore
 
 pytestmark = [pytest.mark.reliability]
 
@@ -267,58 +271,21 @@ def test_finish_survives_kill_9_at_random_points_exactly_once(tmp_path: Path) ->
 # ---- Neo4j killed while finishing -----------------------------------------------------------
 
 
-class RetryingFinisher(threading.Thread):
+class RetryingFinisher(RetryingClient):
     """Finishes episodes on a server that may vanish, retrying each until it is acknowledged."""
 
     def __init__(self, uri: str, password: str, namespace: str, episode_ids: list[str]) -> None:
-        super().__init__(daemon=True)
-        self.uri, self.password, self.namespace = uri, password, namespace
+        super().__init__(uri, password, namespace, time.monotonic() + 420)
         self.episode_ids = episode_ids
-        self.acked: list[str] = []
         self.replayed: list[str] = []
-        self.failures = 0
-        self.error: BaseException | None = None
-        self.deadline = time.monotonic() + 420
 
-    def run(self) -> None:
-        from graphmem.stores.neo4j import Neo4jStore
-
-        try:
-            store = self._retry(
-                lambda: Neo4jStore.from_uri(
-                    self.uri,
-                    "neo4j",
-                    self.password,
-                    max_transaction_retry_time=2.0,
-                    connection_timeout=2.0,
-                    connection_acquisition_timeout=5.0,
-                )
-            )
-            try:
-                mem = memory_over(store)
-                for episode_id in self.episode_ids:
-                    outcome = self._retry(
-                        lambda e=episode_id: mem.finish_episode(self.namespace, e, REWARD)
-                    )
-                    self.acked.append(episode_id)
-                    if outcome.replayed:
-                        self.replayed.append(episode_id)
-            finally:
-                store.close()
-        except BaseException as e:
-            self.error = e
-
-    def _retry(self, call: Any) -> Any:
-        delay = 0.2
-        while True:
-            try:
-                return call()
-            except StoreError:
-                self.failures += 1
-                if time.monotonic() > self.deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+    def work(self, store: Neo4jStore) -> None:
+        mem = memory_over(store)
+        for episode_id in self.episode_ids:
+            outcome = self.retry(lambda e=episode_id: mem.finish_episode(self.ns, e, REWARD))
+            self.acked.append(episode_id)
+            if outcome.replayed:
+                self.replayed.append(episode_id)
 
 
 @pytest.mark.slow
@@ -359,7 +326,8 @@ def test_neo4j_killed_while_finishing_credits_every_episode_exactly_once(
             assert credit_state(store, namespace, episode_id) == "credited"
         print(
             f"\nneo4j kill -9 while finishing: {len(episode_ids)} episodes credited once each, "
-            f"{worker.failures} failed attempts retried, {len(worker.replayed)} retries replayed"
+            f"{len(worker.failures)} failed attempts retried, "
+            f"{len(worker.replayed)} retries replayed"
         )
     finally:
         with contextlib.suppress(StoreError):

@@ -13,10 +13,9 @@ import json
 import os
 import random
 import signal
-import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -25,8 +24,12 @@ from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.embedded import EmbeddedStore
 
 from ._crash import DIM, NS, Model, check_structure, export_text, observe, writer
+from ._retrying import RetryingClient
 from ._workers import DIM as SERVER_DIM
 from .conftest import PrivateServer
+
+if TYPE_CHECKING:
+    from graphmem.stores.neo4j import Neo4jStore
 
 pytestmark = [pytest.mark.reliability, pytest.mark.slow]
 
@@ -136,77 +139,28 @@ WRITES = 120
 KILL_AFTER = 40
 
 
-class RetryingWriter(threading.Thread):
-    """Writes notes (each linked to the previous) and credits each once, retrying any
-    StoreError with capped exponential back-off until ``deadline``; records what was
-    acknowledged (the calls returned) and how many attempts failed."""
+class RetryingWriter(RetryingClient):
+    """Writes notes (each linked to the previous) and credits each once, retrying through
+    outages; ``acked`` holds the notes whose calls returned."""
 
-    def __init__(self, uri: str, password: str, namespace: str, deadline: float) -> None:
-        super().__init__(daemon=True)
-        self.uri, self.password, self.ns, self.deadline = uri, password, namespace, deadline
-        self.acked: list[str] = []
-        self.failures: list[str] = []
-        self.error: BaseException | None = None
-        self.longest_outage = 0.0
-
-    def _retry(self, call: Any) -> Any:
-        delay, first_failure = 0.1, None
-        while True:
-            try:
-                result = call()
-            except StoreError as e:
-                self.failures.append(str(e))
-                first_failure = first_failure or time.monotonic()
-                if time.monotonic() > self.deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
-                continue
-            if first_failure is not None:
-                self.longest_outage = max(self.longest_outage, time.monotonic() - first_failure)
-            return result
-
-    def run(self) -> None:
-        from graphmem.stores.neo4j import Neo4jStore
-
-        try:
-            # Short driver-level retry and timeouts: the loop here does the long retrying.
-            store = self._retry(
-                lambda: Neo4jStore.from_uri(
-                    self.uri,
-                    "neo4j",
-                    self.password,
-                    max_transaction_retry_time=2.0,
-                    connection_timeout=2.0,
-                    connection_acquisition_timeout=5.0,
-                )
+    def work(self, store: Neo4jStore) -> None:
+        previous = None
+        for i in range(WRITES):
+            note = Note(
+                id=f"w{i}",
+                namespace=self.ns,
+                content=f"write {i}",
+                # The private server is shared by the session: all its tests write
+                # vectors of the one dimension the first of them fixes.
+                embedding=[1.0, float(i + 1), *([0.0] * (SERVER_DIM - 2))],
             )
-            try:
-                previous = None
-                for i in range(WRITES):
-                    note = Note(
-                        id=f"w{i}",
-                        namespace=self.ns,
-                        content=f"write {i}",
-                        # The private server is shared by the session: all its tests write
-                        # vectors of the one dimension the first of them fixes.
-                        embedding=[1.0, float(i + 1), *([0.0] * (SERVER_DIM - 2))],
-                    )
-                    edges = []
-                    if previous is not None:
-                        edges = [
-                            Edge(
-                                namespace=self.ns, kind=EdgeKind.LINKS_TO, src=note.id, dst=previous
-                            )
-                        ]
-                    self._retry(lambda n=note, e=edges: store.upsert([n], e))
-                    self._retry(lambda n=note: store.update_utility(self.ns, [n.id], 1.0, 0.5))
-                    self.acked.append(note.id)
-                    previous = note.id
-            finally:
-                store.close()
-        except BaseException as e:
-            self.error = e
+            edges = []
+            if previous is not None:
+                edges = [Edge(namespace=self.ns, kind=EdgeKind.LINKS_TO, src=note.id, dst=previous)]
+            self.retry(lambda n=note, e=edges: store.upsert([n], e))
+            self.retry(lambda n=note: store.update_utility(self.ns, [n.id], 1.0, 0.5))
+            self.acked.append(note.id)
+            previous = note.id
 
 
 def test_neo4j_killed_mid_run_and_restarted_loses_no_acknowledged_write(
