@@ -280,7 +280,12 @@ def render(result: dict[str, Any]) -> str:
         f"k1={s['k1']}, k2={s['k2']}, λ={s['lam']}",
         common.machine_markdown(m),
         _ingest_line(result, s["writers"]),
-        f"- vector index build: {result['index_build_s'] or 'not measured (--reuse)'} s",
+        "- vector index build: "
+        + (
+            f"{result['index_build_s']} s"
+            if result["index_build_s"] is not None
+            else "not measured"
+        ),
     ]
     if result.get("store_bytes"):
         lines.append(f"- store size on disk: {result['store_bytes'] / 2**30:.2f} GiB")
