@@ -167,6 +167,56 @@ def test_replay_substitutes_objects_and_decides_the_answer_anew() -> None:
     assert taken[-1] == "move sodium chloride to green box"
 
 
+def test_replay_never_focuses_on_the_remembered_variations_substance() -> None:
+    water = BOIL.replace("boil tin", "boil water")
+    hint = procedure_hint(
+        water,
+        [
+            "pick up metal pot",
+            "move metal pot to sink",
+            "activate sink",
+            "focus on substance in metal pot",
+            "move metal pot to stove",
+            "activate stove",
+        ],
+    )
+    kitchen = KITCHEN.replace("a bowl,", "a bowl, a metal pot,").replace(
+        "turned off.\n", "turned off.\n\ta stove, which is turned off.\n"
+    )
+    agent = ReplayAdapter()
+    agent.begin(BOIL, [hint])
+    taken = []
+    for _ in range(8):
+        action = agent.act(kitchen, (), "In your inventory: ").action
+        taken.append(action)
+        agent.feedback(action, "ok", 0.0)
+    assert taken[0] == "focus on tin"  # this variation's substance, found before the replay
+    assert [a for a in taken if a.startswith("focus on ")] == ["focus on tin"]
+    assert "move metal pot to stove" in taken  # the rest of the remembered procedure is replayed
+
+
+def test_after_a_skipped_focus_the_later_ordered_focuses_are_not_replayed() -> None:
+    task = (
+        "Your task is to focus on the 4 life stages of the frog, starting from earliest to latest."
+    )
+    outside = (
+        "This outside location is called the outside. Here you see: \n\tthe agent\n"
+        "\ta tadpole frog\n\ta adult frog\n"
+    )
+    hint = procedure_hint(
+        task, ["focus on egg frog", "focus on tadpole frog", "focus on adult frog"]
+    )
+    agent = ReplayAdapter()
+    agent.begin(task, [hint])
+    taken = []
+    for _ in range(6):
+        action = agent.act(outside, (), "In your inventory: ").action
+        taken.append(action)
+        agent.feedback(action, outside if action == "look around" else "ok", 0.0)
+    # No egg anywhere: focusing on the tadpole first would answer out of order and fail the task.
+    assert not [a for a in taken if a.startswith("focus on ")]
+
+
 # ---- the real simulator -------------------------------------------------------------------------
 
 

@@ -496,6 +496,7 @@ class ReplayAdapter:
         )
         self.tried: Counter[str] = Counter()
         self.focused: set[str] = set()
+        self.focus_skipped = False
         self.room = ""
         self.seen = ""
         self.history: list[str] = []
@@ -506,12 +507,15 @@ class ReplayAdapter:
         self.done_actions: list[str] = []
         # "Focus on the substance": the task's own object (boil lead -> lead), not the word.
         obj = task_object(task)
+        named = [t for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if (t := m.strip())]
         self.targets = list(
-            dict.fromkeys(
-                obj if obj and t.split()[-1] in _PLACEHOLDERS else t
-                for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task)
-                if (t := m.strip())
-            )
+            dict.fromkeys(obj if obj and t.split()[-1] in _PLACEHOLDERS else t for t in named)
+        )
+        # When the task says "focus on the substance", its object is the one thing to focus on:
+        # a remembered focus on anything else was the remembered variation's object, and a
+        # focus on the wrong thing fails the task.
+        self.sole_focus = (
+            obj if obj and any(t.split()[-1] in _PLACEHOLDERS for t in named) else None
         )
 
     def _observe(self, text: str) -> None:
@@ -585,8 +589,24 @@ class ReplayAdapter:
             answer = choose_option(observation, intended, f"{self.room} inventory")
             self.last_action = answer
             return Decision(answer, f"the option that matches {intended!r}")
+        if self.sole_focus and self.sole_focus not in self.focused:
+            # First find and focus on the task's own object, as the baseline does; the replay
+            # (which cannot know where this variation put it) follows.
+            if self._in_sight(self.sole_focus, inventory):
+                self.focused.add(self.sole_focus)
+                thought = f"the task says to focus on the {self.sole_focus}"
+                return self._choose(f"focus on {self.sole_focus}", thought)
+            if self.tried["search sole focus"] < 30 and (step := self._search()):
+                self.tried["search sole focus"] += 1
+                return step
         while self.plan:
             action = self.plan[0]
+            if action.startswith("focus on ") and (self.sole_focus or self.focus_skipped):
+                # Only the task's own object is focused on (above, once it is in sight). And a
+                # focus is an answer given in order ("from earliest to latest"): once one was
+                # skipped, replaying the later ones would give wrong answers, which fail the task.
+                self.plan.pop(0)
+                continue
             if action.startswith("go to "):
                 goal = action[6:].strip()
                 if goal == self.room:
@@ -606,7 +626,16 @@ class ReplayAdapter:
                 continue
             thing = _object_of(action)
             if thing and not self._in_sight(thing, inventory) and action.startswith("focus on "):
-                stand_in = next((o for o in self.stand_ins if self._in_sight(o, inventory)), None)
+                # Not one the plan focuses on itself (a later answer given early is wrong).
+                planned = {_object_of(a) for a in [*self.plan, *self.done_actions]}
+                stand_in = next(
+                    (
+                        o
+                        for o in self.stand_ins
+                        if o not in planned and self._in_sight(o, inventory)
+                    ),
+                    None,
+                )
                 if stand_in:
                     self.plan = adapt_actions(self.plan, {thing: stand_in})
                     action, thing = self.plan[0], stand_in
@@ -616,6 +645,7 @@ class ReplayAdapter:
                 if self.tried[f"search {thing}"] < 10 and (step := self._search()):
                     self.tried[f"search {thing}"] += 1
                     return step
+                self.focus_skipped |= action.startswith("focus on ")
                 self.plan.pop(0)
                 continue
             given = self._answer_in(action) if self.conds else None
