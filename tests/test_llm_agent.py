@@ -104,6 +104,26 @@ def test_the_policy_plays_through_the_shared_client(stub: OpenAIStub) -> None:
     assert llm.usage.fallbacks == 0
 
 
+def test_the_chat_policy_is_shown_remembered_procedures_and_credits_the_followed_one(
+    stub: OpenAIStub,
+) -> None:
+    from graphmem.models import MemoryKind, Procedure
+
+    result, _, mem = play(stub)
+    assert all(result.successes)
+    prompts = [
+        str(r["body"]["messages"]) for r in stub.requests if "choose_action" in str(r["body"])
+    ]
+    shown = [p for p in prompts if "Procedures that solved similar tasks" in p]
+    assert not any("Procedures that solved" in p for p in prompts[:2])  # game 1: none yet
+    assert shown and all("take key; open door" in p for p in shown)  # games 2 and 3
+    procs = [
+        m for m in mem.store.iter_nodes("door", kinds=[MemoryKind.PROCEDURE])
+        if isinstance(m, Procedure)
+    ]  # fmt: skip
+    assert any(p.uses >= 1 and p.q_updates >= 1 for p in procs)  # the followed one was credited
+
+
 @pytest.mark.parametrize("fault", ["http_500", "wrong_types", "ramble"])
 def test_a_failing_policy_model_falls_back_to_rules(stub: OpenAIStub, fault: str) -> None:
     stub.always(fault, op="choose_action")

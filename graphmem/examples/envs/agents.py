@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from graphmem.examples.envs.hints import Knowledge, fact_scope, parse_hints
-from graphmem.examples.envs.procedures import Plan, ProcedureFollower
+from graphmem.examples.envs.procedures import MAX_PLANS, Plan, ProcedureFollower, ProcedurePolicy
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -37,6 +37,8 @@ _EXIT = re.compile(r"to the (north|south|east|west) you see (?:the |a |an )?([^.
 _INV_ITEM = re.compile(r"^\s+(?:a |an |some |the )?(.+?)\s*$")
 _LOW_VALUE = ("look around", "inventory", "examine ", "close ", "read ", "eat ", "drop ")
 _REPLAY_LOOKAHEAD = 3
+PLAN_STEPS = 25
+"""Steps of each offered procedure a chat model is shown."""
 
 
 @dataclass(frozen=True)
@@ -664,21 +666,55 @@ class ChatPolicy:
         self.task = task
         self.hints = list(hints)
         self.recent: list[str] = []
+        self.plans: list[Plan] = []
+        self.taken: Counter[str] = Counter()
         if self.fallback is not None:
             self.fallback.begin(task, hints, seed)
 
     def add_hints(self, hints: Sequence[str]) -> None:
         self.hints.extend(h for h in hints if h not in self.hints)
 
-    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
-        from graphmem.errors import LLMError
+    def offer_procedures(self, plans: Sequence[Plan]) -> None:
+        """Show the model the steps of the best retrieved procedures (Mem^p: plan from the most
+        useful past procedure); the model adapts them to what it sees."""
+        self.plans = list(plans[:MAX_PLANS])
+        if isinstance(self.fallback, ProcedurePolicy):
+            self.fallback.offer_procedures(plans)
 
+    def followed_procedures(self) -> list[str]:
+        """The offered procedures the model acted on: at least two of their steps taken (or
+        their only one), looks and inventory checks not counted."""
+        followed = []
+        for plan in self.plans:
+            actions = {_norm(a) for a, _ in plan.steps} - {""}
+            actions = {a for a in actions if not a.startswith(("look", "inventory", "examine "))}
+            if actions and sum(1 for a in actions if self.taken[a]) >= min(2, len(actions)):
+                followed.append(plan.procedure_id)
+        return followed
+
+    def situation(self, observation: str, inventory: str) -> str:
+        """What the model is shown to choose its next action."""
         memory = "\n".join(f"- {h}" for h in self.hints[:30]) or "(none)"
-        situation = (
-            f"Task: {self.task}\n\nWhat memory says:\n{memory}\n\n"
+        procedures = "".join(
+            f"\n{i}. for '{plan.task[:120]}': {'; '.join(a for a, _ in plan.steps[:PLAN_STEPS])}"
+            for i, plan in enumerate(self.plans, 1)
+        )
+        shown = (
+            "\n\nProcedures that solved similar tasks (follow the one that fits, with this "
+            f"game's objects and places; skip steps that do not apply):{procedures}"
+            if procedures
+            else ""
+        )
+        return (
+            f"Task: {self.task}\n\nWhat memory says:\n{memory}{shown}\n\n"
             f"Recent steps:\n{chr(10).join(self.recent[-self.history :]) or '(none)'}\n\n"
             f"Observation:\n{observation[:1500]}\n\nInventory:\n{inventory[:500]}"
         )
+
+    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
+        from graphmem.errors import LLMError
+
+        situation = self.situation(observation, inventory)
         try:
             choice = self.llm.choose_action(situation, valid_actions)
         except LLMError as e:
@@ -691,9 +727,14 @@ class ChatPolicy:
         return Decision(choice.action, f"model: {choice.thought.strip()[:200]}")
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
+        self.taken[_norm(action)] += 1
         self.recent.append(f"{action} -> {observation.strip()[:120]} (reward {reward:g})")
         if self.fallback is not None:
             self.fallback.feedback(action, observation, reward)
+
+
+def _norm(action: str) -> str:
+    return " ".join(action.lower().split())
 
 
 def choose_action(text: str, valid_actions: Sequence[str]) -> str:
