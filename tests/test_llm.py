@@ -377,6 +377,19 @@ def test_fallback_reflection_without_a_success() -> None:
     assert "repeating 'look'" in stuck.tip and stuck.failed_step == 0
 
 
+def test_a_model_rating_a_link_outside_zero_to_one_is_clamped_not_refused() -> None:
+    from pydantic import ValidationError
+
+    from graphmem.llm.schemas import LinkChoice
+
+    assert LinkChoice(id="a", reason="same key", strength=1.5).strength == 1.0
+    assert LinkChoice(id="a", reason="same key", strength=-2).strength == 0.0
+    assert LinkChoice.model_json_schema()["properties"]["strength"]["maximum"] == 1.0
+    for bad in (float("nan"), "high", None):
+        with pytest.raises(ValidationError):
+            LinkChoice(id="a", reason="same key", strength=bad)
+
+
 def test_fallback_links_follow_the_similarity_threshold() -> None:
     neighbours = [
         Neighbour(id="a", text="x", sim=0.91),

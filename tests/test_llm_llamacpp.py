@@ -94,7 +94,7 @@ def llama_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 # "json" ({"type": "json_object", "schema": ...}) also works with this server, but its grammar
-# does not bound numbers, and the 135M model then rates link strengths above 1 (refused).
+# does not bound numbers, and the 135M model then rates link strengths above 1 (clamped to 1).
 @pytest.mark.parametrize(("output", "settles_on"), [("auto", "tool")])
 def test_smollm2_output_is_stored_not_the_fallback(
     llama_server: str, output: str, settles_on: str

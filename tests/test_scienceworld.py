@@ -195,6 +195,22 @@ def test_replay_never_focuses_on_the_remembered_variations_substance() -> None:
     assert "move metal pot to stove" in taken  # the rest of the remembered procedure is replayed
 
 
+def test_a_remembered_answer_that_this_task_does_not_offer_is_never_focused_on() -> None:
+    task, room = _conductivity("tin", "off")
+    room = room.replace("\ta green box", "\tan orange box (containing nothing)\n\ta green box")
+    # Remembered from a run of the same description whose answer boxes were other ones.
+    hint = procedure_hint(task, ["focus on tin", "focus on orange box"])
+    agent = ReplayAdapter()
+    agent.begin(task, [hint])
+    taken = []
+    for _ in range(4):
+        action = agent.act(room, (), "In your inventory: ").action
+        taken.append(action)
+        agent.feedback(action, "ok", 0.0)
+    assert taken[0] == "focus on tin"
+    assert not [a for a in taken if "orange box" in a]
+
+
 def test_after_a_skipped_focus_the_later_ordered_focuses_are_not_replayed() -> None:
     task = (
         "Your task is to focus on the 4 life stages of the frog, starting from earliest to latest."

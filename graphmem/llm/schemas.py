@@ -6,6 +6,7 @@ retried); list items are normalised after validation (trimmed, de-duplicated).
 
 from __future__ import annotations
 
+import math
 from typing import Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -138,6 +139,16 @@ class LinkChoice(LLMOutput):
     id: str
     reason: str = Field(min_length=1)
     strength: float = Field(ge=0.0, le=1.0)
+
+    @field_validator("strength", mode="before")
+    @classmethod
+    def _into_unit_range(cls, v: object) -> object:
+        # A rating, not an identifier: small local models answer 1.5 or 8 (out of 10?) even
+        # with the schema's bounds in the request, and the link itself is sound. A finite
+        # number is clamped into [0, 1]; anything else is refused as before.
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+            return min(1.0, max(0.0, float(v)))
+        return v
 
 
 class NeighbourUpdate(LLMOutput):
