@@ -195,6 +195,25 @@ def test_replay_never_focuses_on_the_remembered_variations_substance() -> None:
     assert "move metal pot to stove" in taken  # the rest of the remembered procedure is replayed
 
 
+def test_a_focus_the_simulator_did_not_take_stops_the_later_ordered_focuses() -> None:
+    task = (
+        "Your task is to focus on the life stages of the orange plant, starting from earliest "
+        "to latest. The plants are located outside."
+    )
+    outside = (
+        "This outside location is called the outside. Here you see: \n\tthe agent\n"
+        "\ta orange seed\n\ta orange tree\n"
+    )
+    hint = procedure_hint(task, ["focus on orange seed", "focus on orange tree"])
+    agent = ReplayAdapter()
+    agent.begin(task, [hint])
+    first = agent.act(outside, (), "In your inventory: ").action
+    assert first == "focus on orange seed"
+    agent.feedback(first, "No known action matches that input.", 0.0)  # not taken
+    later = [agent.act(outside, (), "In your inventory: ").action for _ in range(3)]
+    assert "focus on orange tree" not in later  # it would be the first answer, out of order
+
+
 def test_a_remembered_answer_that_this_task_does_not_offer_is_never_focused_on() -> None:
     task, room = _conductivity("tin", "off")
     room = room.replace("\ta green box", "\tan orange box (containing nothing)\n\ta green box")

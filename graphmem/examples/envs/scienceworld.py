@@ -267,6 +267,7 @@ def adapt_actions(actions: Sequence[str], subs: Mapping[str, str]) -> list[str]:
     return [pattern.sub(lambda m: subs[m.group(1)], a) for a in actions]
 
 
+_UNKNOWN_ACTION = "No known action matches that input."
 _PLACEHOLDERS = frozenset(["substance", "thing", "object", "item", "material"])
 _OPTION = re.compile(r"^\s*(\d+):\s*(.+?)\s*$", re.MULTILINE)
 _CONDITION = re.compile(
@@ -743,6 +744,10 @@ class ReplayAdapter:
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
         self._observe(observation)
+        if action.startswith("focus on ") and _UNKNOWN_ACTION in observation:
+            # The simulator did not take the focus (the remembered phrasing does not name
+            # anything here): as good as skipped, so the later ordered answers are not given.
+            self.focus_skipped = True
 
 
 def _without_transit(actions: Sequence[str]) -> list[str]:
