@@ -41,6 +41,13 @@ supported (``supports_ttl = False``: a ``ttl`` raises NotImplementedError). The 
 lock of its own: both graphmem stores are safe to share between threads (Neo4j opens a session
 per call), so threads run their operations concurrently.
 
+Async (``aget``, ``asearch``, ``aput``, ``abatch``): on Neo4j the ops run on the async driver
+(:class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore`), so coroutines on one event loop overlap
+their round trips without a thread each; embedding runs in a worker thread. The ops are written
+once, as coroutines over the store's primitives: :meth:`~GraphMemoryStore.batch` runs the same
+code on the blocking store (:func:`~graphmem.stores.neo4j_tx.drive`). On the embedded store,
+``abatch`` runs ``batch`` in a worker thread.
+
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
 >>> store = GraphMemoryStore(GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder()))
@@ -57,9 +64,10 @@ import asyncio
 import hashlib
 import json
 import logging
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
+from contextlib import aclosing
 from datetime import datetime
-from typing import Any, Literal, cast
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base import (
@@ -84,8 +92,14 @@ from graphmem.integrations.langgraph_filters import matches_namespace, passes
 from graphmem.memory import GraphMemory
 from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
 from graphmem.ops.retrieve import rank_candidates
+from graphmem.stores.base import MemoryStore, Recall
+from graphmem.stores.neo4j import Neo4jStore
+from graphmem.stores.neo4j_async import AsyncNeo4jStore
+from graphmem.stores.neo4j_tx import drive
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 SOURCE = "langgraph"
 """``Note.source`` of every item this store writes; other notes are never shown as items."""
@@ -193,6 +207,9 @@ class GraphMemoryStore(BaseStore):
     similarity and reports it as ``item.score``; ``score="two_phase"`` orders them by
     ``(1-λ)·ẑ(sim) + λ·ẑ(Q)`` and reports that. ``lam`` is that λ (default: the memory's
     retrieval config); both figures are in every result's ``parts`` either way.
+    ``async_store`` is the :class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` that
+    :meth:`abatch` (``aget``, ``asearch``, ``aput``, …) awaits, on the same database as the
+    memory's store (default: one opened per event loop; see :meth:`async_store`).
     """
 
     supports_ttl = False
@@ -206,6 +223,7 @@ class GraphMemoryStore(BaseStore):
         lam: float | None = None,
         recall_factor: int = 2,
         score: Literal["similarity", "two_phase"] = "similarity",
+        async_store: AsyncNeo4jStore | None = None,
     ) -> None:
         if not NAMESPACE_RE.match(root) or len(root) > 64:
             raise InvalidNamespace(f"invalid root {root[:80]!r}: use up to 64 namespace characters")
@@ -234,6 +252,12 @@ class GraphMemoryStore(BaseStore):
         # Hashed namespace → its labels. The hash of a namespace never changes, so entries
         # never go stale; a plain dict is safe to share between threads.
         self._long: dict[str, tuple[str, ...]] = {}
+        self._given_async = async_store
+        # Async stores opened from the memory's Neo4jStore, one per event loop (an async
+        # driver's connections belong to the loop that opened them), each with its closer.
+        self._opened_async: dict[
+            asyncio.AbstractEventLoop, tuple[AsyncNeo4jStore, AsyncGenerator[None, None]]
+        ] = {}
 
     # ---- mapping helpers -----------------------------------------------------------------
 
@@ -247,14 +271,14 @@ class GraphMemoryStore(BaseStore):
         labels = json.dumps(list(namespace), ensure_ascii=False).encode("utf-8")
         return f"{self.root}/{LONG}/{hashlib.sha256(labels).hexdigest()[:40]}"
 
-    def _decode(self, graph_ns: str) -> tuple[str, ...] | None:
+    async def _decode(self, io: _Backend, graph_ns: str) -> tuple[str, ...] | None:
         """The LangGraph namespace a graphmem namespace holds, or None if it holds none (not
         under the root, or written by something other than this store)."""
         head = self.root + "/"
         if not graph_ns.startswith(head):
             return None
         if graph_ns.startswith(head + LONG + "/"):
-            return self._decode_long(graph_ns)
+            return await self._decode_long(io, graph_ns)
         try:
             labels = tuple(unescape_label(p) for p in graph_ns[len(head) :].split("/"))
         except InvalidNamespace:
@@ -266,36 +290,88 @@ class GraphMemoryStore(BaseStore):
             return None  # labels LangGraph itself refuses
         return labels
 
-    def _decode_long(self, graph_ns: str) -> tuple[str, ...] | None:
+    async def _decode_long(self, io: _Backend, graph_ns: str) -> tuple[str, ...] | None:
         """The labels of a hashed namespace, as its first item recorded them (and checked)."""
         known = self._long.get(graph_ns)
         if known is not None:
             return known
-        for note in self._item_notes(graph_ns):
-            labels = _record(note).get("namespace")
-            if not (isinstance(labels, list) and labels and all(_label_ok(x) for x in labels)):
-                return None
-            try:
-                ours = self.graph_namespace(labels) == graph_ns
-            except InvalidNamespace:
-                ours = False
-            if not ours:
-                return None
-            self._long[graph_ns] = tuple(labels)
-            return tuple(labels)
+        async with aclosing(self._item_notes(io, graph_ns)) as notes:
+            async for note in notes:
+                labels = _record(note).get("namespace")
+                if not (isinstance(labels, list) and labels and all(map(_label_ok, labels))):
+                    return None
+                try:
+                    ours = self.graph_namespace(labels) == graph_ns
+                except InvalidNamespace:
+                    ours = False
+                if not ours:
+                    return None
+                self._long[graph_ns] = tuple(labels)
+                return tuple(labels)
         return None
 
-    def _graph_namespaces(self) -> Iterator[tuple[str, tuple[str, ...]]]:
-        for graph_ns in self.memory.store.namespaces():
-            decoded = self._decode(graph_ns)
+    async def _graph_namespaces(self, io: _Backend) -> list[tuple[str, tuple[str, ...]]]:
+        found = []
+        for graph_ns in await io.namespaces():
+            decoded = await self._decode(io, graph_ns)
             if decoded is not None:
-                yield graph_ns, decoded
+                found.append((graph_ns, decoded))
+        return found
 
     # ---- BaseStore ------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ops in order; runs of consecutive puts are written in one atomic upsert."""
+        return drive(self._batch(list(ops), _SyncBackend(self.memory.store)))
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """The same as :meth:`batch`, for async code.
+
+        On Neo4j the ops run on the async driver (see :meth:`async_store`): many coroutines on
+        one event loop share the store without a thread each. On the embedded store (whose
+        calls are in-process and blocking) they run in a worker thread.
+        """
         ops = list(ops)
+        store = await self.async_store()
+        if store is None:
+            return await asyncio.to_thread(self.batch, ops)
+        return await self._batch(ops, _AsyncBackend(store))
+
+    async def async_store(self) -> AsyncNeo4jStore | None:
+        """The async Neo4j store :meth:`abatch` uses on the running event loop, or None when
+        it runs :meth:`batch` in a worker thread instead.
+
+        That is the ``async_store`` given to the constructor; else, when the memory's store is
+        a :class:`~graphmem.stores.neo4j.Neo4jStore` made by ``from_uri``, one opened on first
+        use in each event loop (:meth:`Neo4jStore.open_async`: same server and credentials),
+        since an async driver's connections belong to one loop. It is closed by :meth:`aclose`,
+        or when the loop shuts down (as ``asyncio.run`` does at its end).
+        """
+        if self._given_async is not None:
+            return self._given_async
+        store = self.memory.store
+        if not (isinstance(store, Neo4jStore) and store.can_open_async):
+            return None
+        loop = asyncio.get_running_loop()
+        found = self._opened_async.get(loop)
+        if found is not None:
+            return found[0]
+        for ended in [lp for lp in self._opened_async if lp.is_closed()]:
+            del self._opened_async[ended]  # its store was closed with it, or died with it
+        opened = store.open_async()
+        closer = _closed_with_loop(opened)
+        self._opened_async[loop] = (opened, closer)
+        await anext(closer)
+        return opened
+
+    async def aclose(self) -> None:
+        """Close the async Neo4j store opened for the running event loop, if any (an
+        ``async_store`` given to the constructor stays open: it is the caller's)."""
+        found = self._opened_async.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found[1].aclose()
+
+    async def _batch(self, ops: list[Op], io: _Backend) -> list[Result]:
         for op in ops:
             validate_op_namespace(op)
         results: list[Result] = [None] * len(ops)
@@ -307,27 +383,23 @@ class GraphMemoryStore(BaseStore):
                 pending.pop((tuple(op.namespace), op.key), None)
                 pending[(tuple(op.namespace), op.key)] = op
                 continue
-            self._flush(pending)
+            await self._flush(io, pending)
             if isinstance(op, GetOp):
-                results[i] = self._get(op)
+                results[i] = await self._get(io, op)
             elif isinstance(op, SearchOp):
-                results[i] = self._search(op)
+                results[i] = await self._search(io, op)
             elif isinstance(op, ListNamespacesOp):
-                results[i] = self._list_namespaces(op)
+                results[i] = await self._list_namespaces(io, op)
             else:
                 raise InvalidInput(f"unknown store operation {type(op).__name__}")
-        self._flush(pending)
+        await self._flush(io, pending)
         return results
-
-    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """The same as :meth:`batch`, run in a worker thread (graphmem stores are sync)."""
-        return await asyncio.to_thread(self.batch, list(ops))
 
     # ---- get ------------------------------------------------------------------------------
 
-    def _get(self, op: GetOp) -> Item | None:
+    async def _get(self, io: _Backend, op: GetOp) -> Item | None:
         graph_ns = self.graph_namespace(op.namespace)
-        found = [m for m in self.memory.store.get_many(graph_ns, [item_id(op.key)]) if _is_item(m)]
+        found = [m for m in await io.get_many(graph_ns, [item_id(op.key)]) if _is_item(m)]
         if not found:
             return None
         hit = _to_item(found[0], tuple(op.namespace))
@@ -341,7 +413,7 @@ class GraphMemoryStore(BaseStore):
 
     # ---- put / delete -----------------------------------------------------------------------
 
-    def _flush(self, pending: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
+    async def _flush(self, io: _Backend, pending: dict[tuple[tuple[str, ...], str], PutOp]) -> None:
         if not pending:
             return
         ops = list(pending.values())
@@ -354,37 +426,36 @@ class GraphMemoryStore(BaseStore):
                 deletes.setdefault(graph_ns, []).append(item_id(op.key))
             else:
                 puts.append((graph_ns, op, _dump_value(op.value)))
-        notes, stale = self._notes_for(puts)
+        notes, stale = await self._notes_for(io, puts)
         if notes:
-            self.memory.store.upsert(notes)
+            await io.upsert(notes)
         for graph_ns, ids in stale.items():
-            self._delete_existing(graph_ns, ids)
+            await self._delete_existing(io, graph_ns, ids)
         for graph_ns, ids in deletes.items():
-            items = [m for m in self.memory.store.get_many(graph_ns, ids) if _is_item(m)]
-            self._delete_existing(graph_ns, [i for m in items for i in _note_ids(m)])
+            items = [m for m in await io.get_many(graph_ns, ids) if _is_item(m)]
+            await self._delete_existing(io, graph_ns, [i for m in items for i in _note_ids(m)])
         log.debug("flushed %d puts and %d deletes", len(puts), sum(map(len, deletes.values())))
 
-    def _delete_existing(self, graph_ns: str, ids: list[str]) -> None:
-        existing = [m.id for m in self.memory.store.get_many(graph_ns, ids)]
+    async def _delete_existing(self, io: _Backend, graph_ns: str, ids: list[str]) -> None:
+        existing = [m.id for m in await io.get_many(graph_ns, ids)]
         if existing:
-            self.memory.store.delete(graph_ns, existing)
+            await io.delete(graph_ns, existing)
 
-    def _notes_for(
-        self, puts: Sequence[tuple[str, PutOp, str]]
+    async def _notes_for(
+        self, io: _Backend, puts: Sequence[tuple[str, PutOp, str]]
     ) -> tuple[list[AnyMemory], dict[str, list[str]]]:
         """The notes a run of puts writes, and the vector notes they leave unused."""
         texts = [self._index_texts(op) for _, op, _ in puts]
         flat = [t for ts in texts for t in ts]
-        vectors = iter(self._embed_documents(flat)) if flat else iter(())
+        embedded = await io.offload(lambda: self._embed_documents(flat)) if flat else []
+        vectors = iter(embedded)
         wanted: dict[str, list[str]] = {}
         for graph_ns, op, _ in puts:
             wanted.setdefault(graph_ns, []).append(item_id(op.key))
         # A re-put keeps the item's creation time (and, through upsert, what it has learned).
-        before = {
-            (m.namespace, m.id): m
-            for graph_ns, ids in wanted.items()
-            for m in self.memory.store.get_many(graph_ns, ids)
-        }
+        before: dict[tuple[str, str], AnyMemory] = {}
+        for graph_ns, ids in wanted.items():
+            before.update(((m.namespace, m.id), m) for m in await io.get_many(graph_ns, ids))
         now = utcnow()
         q0 = self.memory.config.q0
         notes: list[AnyMemory] = []
@@ -458,33 +529,36 @@ class GraphMemoryStore(BaseStore):
 
     # ---- search ---------------------------------------------------------------------------
 
-    def _search(self, op: SearchOp) -> list[SearchItem]:
+    async def _search(self, io: _Backend, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        scope = [(g, ns) for g, ns in self._graph_namespaces() if ns[: len(prefix)] == prefix]
+        scope = [
+            (g, ns) for g, ns in await self._graph_namespaces(io) if ns[: len(prefix)] == prefix
+        ]
         if op.limit <= 0 or not scope:
             return []
         if op.query and op.query.strip():
-            return self._ranked(op, scope)
+            return await self._ranked(io, op, scope)
         items = [
             (note, ns)
             for graph_ns, ns in scope
-            for note in self._item_notes(graph_ns)
+            async for note in self._item_notes(io, graph_ns)
             if passes(_value_of(note), op.filter)
         ]
         items.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0]), pair[1]))
         return [_to_item(n, ns) for n, ns in items[op.offset : op.offset + op.limit]]
 
-    def _item_notes(self, graph_ns: str) -> Iterator[Note]:
-        for memory in self.memory.store.iter_nodes(graph_ns, kinds=[MemoryKind.NOTE]):
-            if isinstance(memory, Note) and _is_item(memory):
-                yield memory
+    async def _item_notes(self, io: _Backend, graph_ns: str) -> AsyncGenerator[Note, None]:
+        async with aclosing(io.notes(graph_ns)) as notes:
+            async for memory in notes:
+                if isinstance(memory, Note) and _is_item(memory):
+                    yield memory
 
-    def _recall_items(
-        self, graph_ns: str, vector: list[float], k: int
+    async def _recall_items(
+        self, io: _Backend, graph_ns: str, vector: list[float], k: int
     ) -> tuple[dict[str, Note], dict[str, float], bool]:
         """Items of one namespace near ``vector``, each with its best similarity over its
         vectors; and whether the namespace had fewer than ``k`` vectors to give."""
-        recalled = self.memory.store.recall(graph_ns, vector, k, kinds=[MemoryKind.NOTE])
+        recalled = await io.recall(graph_ns, vector, k)
         items: dict[str, Note] = {}
         best: dict[str, float] = {}
         extra: list[tuple[str, int, float]] = []
@@ -498,7 +572,7 @@ class GraphMemoryStore(BaseStore):
                 extra.append((str(record.get("item", "")), int(record.get("i", 0)), float(r.sim)))
         missing = sorted({mid for mid, _, _ in extra if mid not in items})
         if missing:
-            for memory in self.memory.store.get_many(graph_ns, missing):
+            for memory in await io.get_many(graph_ns, missing):
                 if _is_item(memory):
                     items[memory.id] = cast(Note, memory)
         for mid, i, sim in extra:
@@ -508,10 +582,13 @@ class GraphMemoryStore(BaseStore):
                 best[mid] = max(best.get(mid, -2.0), sim)
         return items, best, len(recalled) < k
 
-    def _ranked(self, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]]) -> list[SearchItem]:
+    async def _ranked(
+        self, io: _Backend, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]]
+    ) -> list[SearchItem]:
         """Items by similarity (or two-phase score) over the filtered candidates in scope."""
-        assert op.query is not None
-        vector = self._embed_query(op.query)
+        query = op.query
+        assert query is not None
+        vector = await io.offload(lambda: self._embed_query(query))
         want = op.offset + op.limit
         k1 = want * self.recall_factor
         by_ns = dict(scope)
@@ -520,7 +597,7 @@ class GraphMemoryStore(BaseStore):
             pool: list[tuple[AnyMemory, float]] = []
             exhausted = True
             for graph_ns, _ in scope:
-                items, best, done = self._recall_items(graph_ns, vector, k)
+                items, best, done = await self._recall_items(io, graph_ns, vector, k)
                 exhausted = exhausted and done
                 pool.extend(
                     (items[mid], sim)
@@ -553,16 +630,16 @@ class GraphMemoryStore(BaseStore):
             score = hit.sim if self.score_mode == "similarity" else hit.score
             out.append(_to_item(note, by_ns[note.namespace], score=score, parts=parts))
         if len(out) < op.limit and len(hits) < want:
-            out.extend(self._unindexed(op, scope, op.limit - len(out)))
+            out.extend(await self._unindexed(io, op, scope, op.limit - len(out)))
         return out
 
-    def _unindexed(
-        self, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]], room: int
+    async def _unindexed(
+        self, io: _Backend, op: SearchOp, scope: list[tuple[str, tuple[str, ...]]], room: int
     ) -> list[SearchItem]:
         notes = [
             (note, ns)
             for graph_ns, ns in scope
-            for note in self._item_notes(graph_ns)
+            async for note in self._item_notes(io, graph_ns)
             if note.embedding is None and passes(_value_of(note), op.filter)
         ]
         notes.sort(key=lambda pair: (-pair[0].updated_at.timestamp(), _key_of(pair[0])))
@@ -570,8 +647,8 @@ class GraphMemoryStore(BaseStore):
 
     # ---- list namespaces ------------------------------------------------------------------
 
-    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = [ns for _, ns in self._graph_namespaces()]
+    async def _list_namespaces(self, io: _Backend, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = [ns for _, ns in await self._graph_namespaces(io)]
         if op.match_conditions:
             found = [
                 ns for ns in found if all(matches_namespace(c, ns) for c in op.match_conditions)
@@ -579,6 +656,104 @@ class GraphMemoryStore(BaseStore):
         if op.max_depth is not None:
             found = list({ns[: op.max_depth] for ns in found})
         return sorted(set(found))[op.offset : op.offset + op.limit]
+
+
+# ---- the stores behind it --------------------------------------------------------------------
+
+
+async def _closed_with_loop(store: AsyncNeo4jStore) -> AsyncGenerator[None, None]:
+    """Waits at its ``yield`` until closed: by :meth:`GraphMemoryStore.aclose`, or by the event
+    loop, which closes the async generators it started when it shuts down (``asyncio.run``
+    does, before closing the loop), so ``store`` is closed on its own loop while that runs."""
+    try:
+        yield
+    finally:
+        await store.close()
+
+
+class _Backend(Protocol):
+    """What the ops need of a graphmem store, as coroutines: the memory's own store (for
+    :meth:`GraphMemoryStore.batch`, driven to its end without an event loop) or an
+    :class:`AsyncNeo4jStore` (for :meth:`GraphMemoryStore.abatch`)."""
+
+    async def namespaces(self) -> list[str]: ...
+
+    async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]: ...
+
+    async def upsert(self, nodes: Sequence[AnyMemory]) -> None: ...
+
+    async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]: ...
+
+    async def recall(self, namespace: str, vector: list[float], k: int) -> list[Recall]:
+        """Notes near ``vector``: items and their further vectors."""
+        ...
+
+    def notes(self, namespace: str) -> AsyncGenerator[AnyMemory, None]:
+        """Every note of the namespace, in a stable order."""
+        ...
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        """Run CPU-bound work (embedding): inline, or off the event loop."""
+        ...
+
+
+class _SyncBackend:
+    """A :class:`MemoryStore`; its calls block, so coroutines over it never suspend."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    async def namespaces(self) -> list[str]:
+        return self._store.namespaces()
+
+    async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        return self._store.get_many(namespace, memory_ids)
+
+    async def upsert(self, nodes: Sequence[AnyMemory]) -> None:
+        self._store.upsert(nodes)
+
+    async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        return self._store.delete(namespace, memory_ids)
+
+    async def recall(self, namespace: str, vector: list[float], k: int) -> list[Recall]:
+        return self._store.recall(namespace, vector, k, kinds=[MemoryKind.NOTE])
+
+    async def notes(self, namespace: str) -> AsyncGenerator[AnyMemory, None]:
+        for memory in self._store.iter_nodes(namespace, kinds=[MemoryKind.NOTE]):
+            yield memory
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        return work()
+
+
+class _AsyncBackend:
+    """An :class:`AsyncNeo4jStore`, awaited on the running event loop."""
+
+    def __init__(self, store: AsyncNeo4jStore) -> None:
+        self._store = store
+
+    async def namespaces(self) -> list[str]:
+        return await self._store.namespaces()
+
+    async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        return await self._store.get_many(namespace, memory_ids)
+
+    async def upsert(self, nodes: Sequence[AnyMemory]) -> None:
+        await self._store.upsert(nodes)
+
+    async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        return await self._store.delete(namespace, memory_ids)
+
+    async def recall(self, namespace: str, vector: list[float], k: int) -> list[Recall]:
+        return await self._store.recall(namespace, vector, k, kinds=[MemoryKind.NOTE])
+
+    def notes(self, namespace: str) -> AsyncGenerator[AnyMemory, None]:
+        return self._store.iter_nodes(namespace, kinds=[MemoryKind.NOTE])
+
+    async def offload(self, work: Callable[[], T]) -> T:
+        # Embedding is CPU work (and its first call checks the dimension on the memory's
+        # blocking store): a worker thread keeps the event loop serving other coroutines.
+        return await asyncio.to_thread(work)
 
 
 # ---- records ---------------------------------------------------------------------------------

@@ -16,6 +16,9 @@ are exact float64 cosines computed here, not the index's approximate scores (whi
 rescales to [0, 1]). The server orders the filtered candidates by its own exact cosine and ships
 only the best ``shipped(k)`` of them, and every row says whether it is superseded, so two-phase
 retrieval takes one round trip.
+
+The transaction bodies are coroutines over :class:`~graphmem.stores.neo4j_tx.Tx`, shared by
+both Neo4j stores (see :mod:`graphmem.stores.neo4j_tx`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from graphmem.models import MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
 from graphmem.stores.neo4j_rows import to_memory
+from graphmem.stores.neo4j_tx import Tx, single, sync_work
 
 ALL_KINDS = [kind.value for kind in MemoryKind]
 
@@ -42,10 +46,10 @@ IndexMode = Literal["search", "procedure", "exact"]
 with post-filtering, or an exact scan of the namespace."""
 
 
-def index_state(tx: neo4j.ManagedTransaction) -> tuple[str, int | None, bool] | None:
+async def read_index_state(tx: Tx) -> tuple[str, int | None, bool] | None:
     """The vector index's state, dimension and whether it carries the filter properties, or None
     if it does not exist."""
-    record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
+    record = single(await tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX))
     if record is None:
         return None
     dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
@@ -54,11 +58,11 @@ def index_state(tx: neo4j.ManagedTransaction) -> tuple[str, int | None, bool] | 
     return str(record["state"]), None if dims is None else int(dims), filtered
 
 
-def supports_search(tx: neo4j.ManagedTransaction) -> bool:
+async def read_supports_search(tx: Tx) -> bool:
     """True on servers with in-index filtered vector search (Neo4j 2026.01 and later)."""
     kernel: list[str] = []
     languages: list[str] = []
-    for record in tx.run(cypher.SERVER_VERSION):
+    for record in await tx.run(cypher.SERVER_VERSION):
         if record["name"] == "Neo4j Kernel":
             kernel = list(record["versions"] or [])
         elif record["name"] == "Cypher":
@@ -73,8 +77,14 @@ def supports_search(tx: neo4j.ManagedTransaction) -> bool:
     return (year, month) >= (2026, 1)
 
 
-def candidates(
-    tx: neo4j.ManagedTransaction,
+index_state = sync_work(read_index_state)
+""":func:`read_index_state` as a transaction function of the blocking driver."""
+supports_search = sync_work(read_supports_search)
+""":func:`read_supports_search` as a transaction function of the blocking driver."""
+
+
+async def candidates(
+    tx: Tx,
     params: dict[str, Any],
     k: int,
     dimension: int,
@@ -89,7 +99,7 @@ def candidates(
     if mode == "search":
         kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
         obsolete = [False, True] if params["include_obsolete"] else [False]
-        result = tx.run(
+        result = await tx.run(
             cypher.RECALL_SEARCH,
             vector=params["vector"],
             namespace=params["namespace"],
@@ -105,13 +115,15 @@ def candidates(
     elif mode == "procedure":
         count = max(4 * k, MIN_CANDIDATES)
         while True:
-            record = tx.run(
-                cypher.RECALL_INDEX,
-                index=cypher.VECTOR_INDEX,
-                candidates=count,
-                ship=shipped(k),
-                **params,
-            ).single()
+            record = single(
+                await tx.run(
+                    cypher.RECALL_INDEX,
+                    index=cypher.VECTOR_INDEX,
+                    candidates=count,
+                    ship=shipped(k),
+                    **params,
+                )
+            )
             assert record is not None
             if record["found"] >= k:
                 rows: list[dict[str, Any]] = record["rows"]
@@ -119,7 +131,7 @@ def candidates(
             if record["raw"] < count or count >= MAX_INDEX_CANDIDATES:
                 break
             count *= 4
-    result = tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=shipped(k), **params)
+    result = await tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=shipped(k), **params)
     return [_row(r) for r in result]
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
 from graphmem.stores import cypher
 from graphmem.stores.neo4j_recall import supports_search
+from graphmem.stores.neo4j_tx import Session, SyncSession, Tx, drive, single, sync_work
 
 log = logging.getLogger(__name__)
 
@@ -93,25 +95,30 @@ def setup(
     params: dict[str, Any] = {"dimension": dimension, "version": SCHEMA_VERSION}
     try:
         with driver.session(database=database, notifications_min_severity="OFF") as session:
-            if not session.execute_read(_constraints_present):
-                session.execute_read(_refuse_duplicates)
-            meta = session.execute_read(_read_meta)
+            if not session.execute_read(sync_work(_constraints_present)):
+                session.execute_read(sync_work(_refuse_duplicates))
+            meta = session.execute_read(sync_work(_read_meta))
             if meta is not None and meta != dimension:
                 raise DimensionMismatch(meta, dimension, where="database")
-            indexed = session.execute_read(_index_dimension)
+            indexed = session.execute_read(sync_work(_index_dimension))
             if indexed is not None and indexed != dimension:
                 raise DimensionMismatch(indexed, dimension, where="vector index")
             count = 0
             if session.execute_read(supports_search):
                 # In-index filtering: this index first, so the plain one in the files is a no-op.
-                session.execute_write(_run, cypher.VECTOR_INDEX_FILTERED, {"dimension": dimension})
+                filtered = partial(
+                    _run, statement=cypher.VECTOR_INDEX_FILTERED, params={"dimension": dimension}
+                )
+                session.execute_write(sync_work(filtered))
                 count += 1
             for path in schema_files():
                 for statement in statements(path.read_text(encoding="utf-8")):
                     used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
-                    session.execute_write(_run, statement, used)
+                    session.execute_write(
+                        sync_work(partial(_run, statement=statement, params=used))
+                    )
                     count += 1
-            session.execute_write(_fix_dimension, dimension)
+            session.execute_write(sync_work(partial(_fix_dimension, dimension=dimension)))
             _await_indexes(session, wait)
     except (Neo4jError, DriverError) as e:
         raise StoreError(f"applying the Neo4j schema failed: {_reason(e)}") from e
@@ -146,20 +153,25 @@ def ensure_constraints(driver: neo4j.Driver, *, database: str | None = None) -> 
     (one line) when they cannot be created: duplicates already present (named, with the fix)
     or a user without schema rights.
     """
+    with driver.session(database=database, notifications_min_severity="OFF") as session:
+        return drive(ensure_constraints_in(SyncSession(session)))
+
+
+async def ensure_constraints_in(session: Session) -> bool:
+    """:func:`ensure_constraints` on a session of either driver (the stores' own)."""
     try:
-        with driver.session(database=database, notifications_min_severity="OFF") as session:
-            if session.execute_read(_constraints_present):
+        if await session.read(_constraints_present):
+            return False
+        await session.read(_refuse_duplicates)
+        try:
+            for statement in statements(_constraints_file().read_text(encoding="utf-8")):
+                await session.write(partial(_run, statement=statement, params={}))
+        except Neo4jError:
+            # Another process may have created them at the same moment: that is success.
+            if await session.read(_constraints_present):
                 return False
-            session.execute_read(_refuse_duplicates)
-            try:
-                for statement in statements(_constraints_file().read_text(encoding="utf-8")):
-                    session.execute_write(_run, statement, {})
-            except Neo4jError:
-                # Another process may have created them at the same moment: that is success.
-                if session.execute_read(_constraints_present):
-                    return False
-                session.execute_read(_refuse_duplicates)
-                raise
+            await session.read(_refuse_duplicates)
+            raise
     except (Neo4jError, DriverError) as e:
         raise StoreError(
             f"this Neo4j database has no graphmem uniqueness constraints and creating them "
@@ -176,18 +188,18 @@ def _constraints_file() -> Path:
     return next(p for p in schema_files() if p.name.startswith("001_"))
 
 
-def _constraints_present(tx: neo4j.ManagedTransaction) -> bool:
+async def _constraints_present(tx: Tx) -> bool:
     """True when (Memory: namespace, id) and (GraphmemMeta: name) are both kept unique."""
     found = {
         (tuple(r["labels"] or ()), frozenset(r["properties"] or ()))
-        for r in tx.run(cypher.UNIQUE_CONSTRAINTS)
+        for r in await tx.run(cypher.UNIQUE_CONSTRAINTS)
     }
     return found >= REQUIRED_UNIQUE
 
 
-def _refuse_duplicates(tx: neo4j.ManagedTransaction) -> None:
+async def _refuse_duplicates(tx: Tx) -> None:
     """Raise StoreError naming the ids that exist more than once, and how to remove them."""
-    record = tx.run(cypher.DUPLICATE_IDS, limit=SHOWN_DUPLICATES).single()
+    record = single(await tx.run(cypher.DUPLICATE_IDS, limit=SHOWN_DUPLICATES))
     total = 0 if record is None else int(record["total"])
     if total:
         assert record is not None
@@ -202,7 +214,7 @@ def _refuse_duplicates(tx: neo4j.ManagedTransaction) -> None:
             f"recently updated, with this Cypher: {cypher.DEDUPE_HINT}; then run "
             "`graphmem schema apply` again"
         )
-    metas = [(r["name"], r["copies"]) for r in tx.run(cypher.DUPLICATE_META)]
+    metas = [(r["name"], r["copies"]) for r in await tx.run(cypher.DUPLICATE_META)]
     if metas:
         name, copies = metas[0]
         raise StoreError(
@@ -212,17 +224,17 @@ def _refuse_duplicates(tx: neo4j.ManagedTransaction) -> None:
         )
 
 
-def _run(tx: neo4j.ManagedTransaction, statement: str, params: dict[str, Any]) -> None:
-    tx.run(statement, params).consume()
+async def _run(tx: Tx, *, statement: str, params: dict[str, Any]) -> None:
+    await tx.run(statement, **params)
 
 
-def _read_meta(tx: neo4j.ManagedTransaction) -> int | None:
-    record = tx.run(cypher.META_GET, name=cypher.META_NAME).single()
+async def _read_meta(tx: Tx) -> int | None:
+    record = single(await tx.run(cypher.META_GET, name=cypher.META_NAME))
     return None if record is None or record["dimension"] is None else int(record["dimension"])
 
 
-def _index_dimension(tx: neo4j.ManagedTransaction) -> int | None:
-    record = tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX).single()
+async def _index_dimension(tx: Tx) -> int | None:
+    record = single(await tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX))
     if record is None:
         return None
     config = (record["options"] or {}).get("indexConfig", {})
@@ -230,8 +242,8 @@ def _index_dimension(tx: neo4j.ManagedTransaction) -> int | None:
     return None if value is None else int(value)
 
 
-def _fix_dimension(tx: neo4j.ManagedTransaction, dimension: int) -> None:
-    tx.run(cypher.META_FIX_DIMENSION, name=cypher.META_NAME, dimension=dimension).consume()
+async def _fix_dimension(tx: Tx, *, dimension: int) -> None:
+    await tx.run(cypher.META_FIX_DIMENSION, name=cypher.META_NAME, dimension=dimension)
 
 
 def _reason(e: Exception) -> str:

@@ -205,7 +205,7 @@ def test_eight_threads_finishing_the_same_episode_credit_it_once(
 # ---- kill -9 in the middle of finishing (embedded) ------------------------------------------
 
 KILLS = 32
-BATCH = 8
+BATCH = 16
 """Episodes a finisher is given: more than it gets through before the kill."""
 
 

@@ -1,0 +1,225 @@
+"""The Neo4j store for async code: the same graph, operations and guarantees as
+:class:`~graphmem.stores.neo4j.Neo4jStore`, awaited on ``neo4j.AsyncDriver``.
+
+Many coroutines on one event loop share one store: each call opens its own session (the driver
+pools connections), so none waits for another's round trip, and no thread is involved. The
+operations are those of :mod:`graphmem.stores.neo4j_ops`, the very code the blocking store runs:
+same Cypher, same retries, same decoding, same errors. Methods have the names of
+:class:`~graphmem.stores.base.MemoryStore`'s primitives; ``dimension()`` is a method, and
+``iter_nodes`` / ``iter_edges`` are async iterators. Apply the schema with
+``graphmem schema apply`` or :meth:`Neo4jStore.setup`.
+
+An async driver's connections belong to the event loop that opened them: use a store on one
+loop, and close it there.
+
+>>> async def main() -> None:
+...     async with await AsyncNeo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "pw") as store:
+...         hits = await store.recall("agent-1", vector, k=5)
+>>> asyncio.run(main())  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any
+
+import neo4j
+from neo4j.exceptions import DriverError, Neo4jError
+
+from graphmem.errors import ConfigError, StoreError
+from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind
+from graphmem.stores import neo4j_ops as ops
+from graphmem.stores.base import Direction, EpisodeCredit, Recall
+from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
+from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
+
+
+class AsyncNeo4jStore(ops.Neo4jBase):
+    """The memory graph in Neo4j, for asyncio; see the module docstring.
+
+    The driver is injected and stays the caller's (``close`` leaves it open); use
+    :meth:`from_uri` (or :meth:`Neo4jStore.open_async`) to let the store own one.
+    """
+
+    def __init__(self, driver: neo4j.AsyncDriver, *, database: str | None = None) -> None:
+        super().__init__(database)
+        self._driver = driver
+
+    @classmethod
+    async def from_uri(
+        cls,
+        uri: str,
+        user: str = "neo4j",
+        password: str | None = None,
+        database: str | None = None,
+        **driver_config: Any,
+    ) -> AsyncNeo4jStore:
+        """Connect to ``uri``, check it answers, own the driver (as :meth:`Neo4jStore.from_uri`)."""
+        check_neo4j_uri(uri)
+        shown = redact_uri(uri)
+        auth = (user, password) if password is not None else None
+        try:
+            driver = neo4j.AsyncGraphDatabase.driver(uri, auth=auth, **driver_config)
+        except (ValueError, DriverError, ImportError) as e:
+            raise ConfigError(f"unusable Neo4j URI {shown!r}: {reason(e)}") from e
+        try:
+            await driver.verify_connectivity()
+        except (DriverError, Neo4jError, OSError, ValueError) as e:
+            await driver.close()
+            raise ops.connection_error(e, shown, user) from e
+        store = cls(driver, database=database)
+        store._owns_driver = True
+        return store
+
+    @property
+    def driver(self) -> neo4j.AsyncDriver:
+        return self._driver
+
+    async def __aenter__(self) -> AsyncNeo4jStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @asynccontextmanager
+    async def _open(self) -> AsyncIterator[Session]:
+        if self._closed:
+            raise StoreError("the Neo4j store is closed")
+        # One bookmark manager for every session: reads see this store's earlier writes even
+        # when a cluster routes them to another member.
+        async with self._driver.session(
+            database=self._database,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+            notifications_min_severity="OFF",
+        ) as session:
+            yield AsyncSession(session)
+
+    async def ensure_constraints(self) -> None:
+        """Make sure the uniqueness constraints exist (as :meth:`Neo4jStore.ensure_constraints`)."""
+        await ops.ensure_constraints(self)
+
+    # ---- schema ---------------------------------------------------------------------------
+
+    async def dimension(self) -> int | None:
+        """The embedding dimension the database holds, or None before the first vector."""
+        return await ops.get_dimension(self)
+
+    async def check_dimension(self, dimension: int) -> None:
+        await ops.check_dimension(self, dimension)
+
+    # ---- writes ---------------------------------------------------------------------------
+
+    async def upsert(
+        self,
+        nodes: Sequence[AnyMemory] = (),
+        edges: Sequence[Edge] = (),
+        *,
+        keep_utility: bool = True,
+    ) -> None:
+        await ops.upsert(self, nodes, edges, keep_utility=keep_utility)
+
+    async def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
+        return await ops.patch(self, namespace, memory_id, changes)
+
+    async def update_utility(
+        self,
+        namespace: str,
+        memory_ids: Sequence[str],
+        reward: float,
+        alpha: float,
+        *,
+        success: bool | None = None,
+    ) -> list[AnyMemory]:
+        return await ops.update_utility(self, namespace, memory_ids, reward, alpha, success=success)
+
+    async def finish_episode(
+        self,
+        namespace: str,
+        episode_id: str,
+        reward: float,
+        alpha: float,
+        *,
+        success: bool,
+        finished_at: datetime,
+    ) -> EpisodeCredit:
+        return await ops.finish_episode(
+            self, namespace, episode_id, reward, alpha, success=success, finished_at=finished_at
+        )
+
+    async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+        return await ops.delete(self, namespace, memory_ids)
+
+    # ---- reads ----------------------------------------------------------------------------
+
+    async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+        return await ops.get_many(self, namespace, memory_ids)
+
+    async def get(self, namespace: str, memory_id: str) -> AnyMemory:
+        """One memory, or MemoryNotFound."""
+        return await ops.get(self, namespace, memory_id)
+
+    async def edges(
+        self,
+        namespace: str,
+        memory_id: str,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]:
+        return await ops.edges(self, namespace, memory_id, kinds=kinds, direction=direction)
+
+    async def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+        return await ops.superseded(self, namespace, memory_ids)
+
+    async def recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[Recall]:
+        """Top-k memories of the namespace by cosine similarity, best first, each with its
+        ``superseded`` flag: the candidate pool of two-phase retrieval
+        (:func:`graphmem.ops.retrieve.rank_candidates` ranks it by learned utility)."""
+        return await ops.recall_memories(
+            self,
+            namespace,
+            vector,
+            k,
+            kinds=kinds,
+            include_obsolete=include_obsolete,
+            min_sim=min_sim,
+        )
+
+    async def find_by_hash(
+        self, namespace: str, kind: MemoryKind, content_hash: str
+    ) -> AnyMemory | None:
+        return await ops.find_by_hash(self, namespace, kind, content_hash)
+
+    def iter_nodes(
+        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
+    ) -> AsyncGenerator[AnyMemory, None]:
+        """All memories (of a namespace, of some kinds), in a stable order, page by page."""
+        return ops.iter_nodes(self, namespace, kinds)
+
+    def iter_edges(self, namespace: str | None = None) -> AsyncGenerator[Edge, None]:
+        return ops.iter_edges(self, namespace)
+
+    async def namespaces(self) -> list[str]:
+        return await ops.namespaces(self)
+
+    async def close(self) -> None:
+        """Idempotent; closes the driver only if the store owns it."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_driver:
+            await self._driver.close()
+
+
+__all__ = ["AsyncNeo4jStore"]

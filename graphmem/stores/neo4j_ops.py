@@ -1,0 +1,637 @@
+"""Every Neo4j store operation, written once for both drivers.
+
+Validation, transaction bodies and decoding live here as coroutines over a :class:`Neo4jBase`,
+which opens sessions (:mod:`graphmem.stores.neo4j_tx`) and remembers what a store learns once:
+the dimension, how recall reaches the vector index, whether the uniqueness constraints exist.
+:class:`~graphmem.stores.neo4j.Neo4jStore` runs these coroutines on the blocking driver (they
+never suspend there, and :func:`~graphmem.stores.neo4j_tx.drive` finishes them);
+:class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` awaits them on the async driver. All
+Cypher is in :mod:`graphmem.stores.cypher`; the semantics of each operation are those of
+:class:`~graphmem.stores.base.MemoryStore`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from abc import ABC, abstractmethod
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import AbstractAsyncContextManager
+from datetime import datetime
+from functools import partial
+from typing import Any, TypeVar, cast
+
+from neo4j.exceptions import AuthError, DriverError, Neo4jError
+
+from graphmem.errors import (
+    DimensionMismatch,
+    GraphmemError,
+    InvalidInput,
+    MemoryNotFound,
+    StoreError,
+)
+from graphmem.models import (
+    AnyMemory,
+    Edge,
+    EdgeKind,
+    Episode,
+    EpisodeStatus,
+    MemoryKind,
+    check_id,
+    check_namespace,
+    check_vector,
+    memory_from_dict,
+    utcnow,
+)
+from graphmem.stores import cypher
+from graphmem.stores import neo4j_recall as recall
+from graphmem.stores import neo4j_rows as mapping
+from graphmem.stores.base import (
+    ABOUT_KINDS,
+    OWNED_BY,
+    Direction,
+    EpisodeCredit,
+    Recall,
+    check_alpha_reward,
+    check_patch,
+    closed_episode,
+    credited_order,
+    replayed_q_after,
+    upsert_batch,
+)
+from graphmem.stores.neo4j_recall import IndexMode
+from graphmem.stores.neo4j_schema import ensure_constraints_in
+from graphmem.stores.neo4j_tx import Session, Tx, Work, reason, single
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+PAGE_SIZE = 1000
+"""Rows per read transaction when iterating over the whole graph."""
+
+
+class Neo4jBase(ABC):
+    """What both Neo4j stores share: sessions, error wrapping and what they cache."""
+
+    def __init__(self, database: str | None) -> None:
+        self._database = database
+        self._owns_driver = False
+        self._closed = False
+        self._dimension: int | None = None
+        self._index_ready: IndexMode | None = None
+        self._constraints_ok = False
+
+    @abstractmethod
+    def _open(self) -> AbstractAsyncContextManager[Session]:
+        """A session on the store's database; StoreError once the store is closed."""
+
+    async def _read(self, work: Work[T], what: str) -> T:
+        try:
+            async with self._open() as session:
+                return await session.read(work)
+        except GraphmemError:
+            raise
+        except (Neo4jError, DriverError, OSError) as e:
+            raise StoreError(f"Neo4j {what} failed: {reason(e)}") from e
+
+    async def _write(self, work: Work[T], what: str) -> T:
+        try:
+            async with self._open() as session:
+                return await session.write(work)
+        except GraphmemError:
+            raise
+        except (Neo4jError, DriverError, OSError) as e:
+            raise StoreError(f"Neo4j {what} failed: {reason(e)}") from e
+
+
+def connection_error(e: BaseException, shown: str, user: str) -> StoreError:
+    """The error ``from_uri`` raises when a new driver cannot verify its connection."""
+    if isinstance(e, AuthError):
+        return StoreError(
+            f"Neo4j at {shown} rejected the credentials of user {user!r}: check "
+            "GRAPHMEM_NEO4J_USER and GRAPHMEM_NEO4J_PASSWORD"
+        )
+    return StoreError(
+        f"cannot reach Neo4j at {shown}: {reason(e)}; check the URI and that the server is "
+        "running (a local one: `graphmem neo4j start`)"
+    )
+
+
+# ---- schema ----------------------------------------------------------------------------------
+
+
+async def ensure_constraints(store: Neo4jBase) -> None:
+    """Create the uniqueness constraints if they are missing; checked once per store (see
+    :func:`graphmem.stores.neo4j_schema.ensure_constraints`)."""
+    if store._constraints_ok:
+        return
+    async with store._open() as session:
+        await ensure_constraints_in(session)
+    store._constraints_ok = True
+
+
+async def get_dimension(store: Neo4jBase) -> int | None:
+    if store._dimension is None:
+        store._dimension = await store._read(_meta_dimension, "read of the dimension")
+    return store._dimension
+
+
+async def check_dimension(store: Neo4jBase, dimension: int) -> None:
+    if isinstance(dimension, bool) or not isinstance(dimension, int) or dimension < 1:
+        raise InvalidInput(f"the dimension must be a positive integer, got {dimension!r}")
+    known = await get_dimension(store)
+    if known is not None:
+        if known != dimension:
+            raise DimensionMismatch(known, dimension)
+        return
+    await ensure_constraints(store)
+    fix = partial(_fix_dimension, dimension=dimension)
+    store._dimension = await store._write(fix, "dimension write")
+
+
+async def index_mode(store: Neo4jBase, dimension: int) -> IndexMode:
+    """How recall uses the vector index: "search" (in-index filtering, Neo4j 2026.01+ with
+    the filtered index), "procedure" (index, then filter), or "exact" (no usable index)."""
+    if store._index_ready is not None:
+        return store._index_ready
+    info = await store._read(recall.read_index_state, "index lookup")
+    if info is None or info[0] != "ONLINE" or info[1] != dimension:
+        log.warning(
+            "vector index %r is missing, not online or not %d-dim: recall scans exactly "
+            "(run `graphmem schema apply`)",
+            cypher.VECTOR_INDEX,
+            dimension,
+        )
+        return "exact"
+    mode: IndexMode = "procedure"
+    if info[2] and await store._read(recall.read_supports_search, "server version"):
+        mode = "search"
+    store._index_ready = mode
+    return mode
+
+
+# ---- writes ----------------------------------------------------------------------------------
+
+
+async def upsert(
+    store: Neo4jBase, nodes: Sequence[AnyMemory], edges: Sequence[Edge], *, keep_utility: bool
+) -> None:
+    nodes, edges = upsert_batch(nodes, edges)
+    if not nodes and not edges:
+        return
+    dims = mapping.call_dimension(nodes)
+    known = await get_dimension(store) if dims is not None else None
+    if dims is not None and known is not None and dims != known:
+        raise DimensionMismatch(known, dims)
+    # Only the first vector ever written touches the meta node (no lock on every upsert).
+    fix = dims if dims is not None and known is None else None
+    by_kind, wanted = mapping.node_rows(nodes, keep_utility=keep_utility)
+    edge_rows = mapping.edge_rows(edges)
+
+    async def work(tx: Tx) -> int | None:
+        fixed = await _fix_dimension(tx, dimension=fix) if fix is not None else None
+        keys = [{"namespace": m.namespace, "id": m.id} for m in nodes]
+        if keys:
+            for rec in await tx.run(cypher.KINDS_OF, rows=keys):
+                want = wanted.get((rec["namespace"], rec["id"]))
+                if want is not None and want != rec["kind"]:
+                    raise InvalidInput(
+                        f"memory {rec['id']!r} in namespace {rec['namespace']!r} is a "
+                        f"{rec['kind']}, not a {want}"
+                    )
+        for node_kind, rows in by_kind.items():
+            await tx.run(cypher.upsert_nodes(node_kind), rows=rows)
+        if edge_rows:
+            flat = [row for rows in edge_rows.values() for row in rows]
+            missing = single(await tx.run(cypher.MISSING_ENDPOINTS, rows=flat))
+            if missing is not None:
+                raise MemoryNotFound(missing["id"], missing["namespace"])
+            for edge_kind, rows in edge_rows.items():
+                await tx.run(cypher.upsert_edges(edge_kind), rows=rows)
+        return fixed
+
+    if nodes:
+        await ensure_constraints(store)
+    fixed = await store._write(work, "upsert")
+    if fixed is not None:
+        store._dimension = fixed
+
+
+async def patch(
+    store: Neo4jBase, namespace: str, memory_id: str, changes: dict[str, Any]
+) -> AnyMemory:
+    check_namespace(namespace)
+    check_id(memory_id)
+    if not isinstance(changes, dict):
+        raise InvalidInput("a patch is a dict of field names to new values")
+    check_patch(changes)
+
+    async def work(tx: Tx) -> AnyMemory:
+        found = single(await tx.run(cypher.GET_MANY, namespace=namespace, ids=[memory_id]))
+        if found is None:
+            raise MemoryNotFound(memory_id, namespace)
+        current = mapping.to_memory(found["props"])
+        data = current.model_dump()
+        data.update(changes)
+        if "updated_at" not in changes:
+            data["updated_at"] = utcnow()
+        new = memory_from_dict(data)
+        dumped = mapping.props(new)
+        props = {k: dumped.get(k) for k in [*changes, "updated_at"]}
+        record = single(await tx.run(cypher.PATCH, namespace=namespace, id=memory_id, props=props))
+        assert record is not None
+        return mapping.to_memory(record["props"])
+
+    return await store._write(work, "patch")
+
+
+async def update_utility(
+    store: Neo4jBase,
+    namespace: str,
+    memory_ids: Sequence[str],
+    reward: float,
+    alpha: float,
+    *,
+    success: bool | None,
+) -> list[AnyMemory]:
+    check_namespace(namespace)
+    ids = mapping.check_ids(memory_ids)
+    check_alpha_reward(alpha, reward)
+    if not ids:
+        return []
+    unique = sorted(ids)
+    inc = 1 if success else 0
+
+    async def work(tx: Tx) -> dict[str, AnyMemory]:
+        existing = await tx.run(cypher.EXISTING_IDS, namespace=namespace, ids=unique)
+        found = {r["id"] for r in existing}
+        lost = [i for i in ids if i not in found]
+        if lost:
+            raise MemoryNotFound(lost[0], namespace)
+        result = await tx.run(
+            cypher.UPDATE_UTILITY,
+            namespace=namespace,
+            ids=unique,
+            alpha=float(alpha),
+            reward=float(reward),
+            success_inc=inc,
+            now=utcnow().isoformat(),
+        )
+        changed = [r["props"] for r in result]
+        for row in changed:
+            if not math.isfinite(row["q"]):  # raising rolls the whole update back
+                raise InvalidInput(f"the update would make q of {row['id']!r} non-finite")
+        return {m.id: m for m in map(mapping.to_memory, changed)}
+
+    updated = await store._write(work, "utility update")
+    return [updated[i] for i in ids]
+
+
+async def finish_episode(
+    store: Neo4jBase,
+    namespace: str,
+    episode_id: str,
+    reward: float,
+    alpha: float,
+    *,
+    success: bool,
+    finished_at: datetime,
+) -> EpisodeCredit:
+    """One write transaction: lock the episode, then close it and credit its memories.
+
+    The driver may run the transaction function again (a transient error, or a commit
+    whose answer was lost); the run that finds the episode finished replays its outcome.
+    """
+    check_namespace(namespace)
+    check_id(episode_id)
+    check_alpha_reward(alpha, reward)
+    key: dict[str, Any] = {"namespace": namespace, "id": episode_id}
+
+    async def work(tx: Tx) -> EpisodeCredit:
+        found = single(await tx.run(cypher.LOCK_EPISODE, **key))
+        if found is None:
+            raise MemoryNotFound(episode_id, namespace)
+        episode = mapping.to_memory(found["props"])
+        if not isinstance(episode, Episode):
+            raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+        edges = [
+            Edge(namespace=namespace, kind=EdgeKind.RETRIEVED, src=episode_id, **row)
+            for row in await _retrieved_rows(tx, key)
+        ]
+        if episode.status is EpisodeStatus.FINISHED:
+            return await _replay(tx, namespace, episode, edges, reward)
+        ids = credited_order(edges)
+        updated: dict[str, AnyMemory] = {}
+        if ids:
+            result = await tx.run(
+                cypher.UPDATE_UTILITY,
+                namespace=namespace,
+                ids=sorted(ids),
+                alpha=float(alpha),
+                reward=float(reward),
+                success_inc=1 if success else 0,
+                now=finished_at.isoformat(),
+            )
+            for row in result:
+                if not math.isfinite(row["props"]["q"]):  # raising rolls it all back
+                    raise InvalidInput(
+                        f"the update would make q of {row['props']['id']!r} non-finite"
+                    )
+                memory = mapping.to_memory(row["props"])
+                updated[memory.id] = memory
+            rows = [{"id": i, "q": updated[i].q} for i in ids]
+            await tx.run(cypher.ANNOTATE_RETRIEVED, **key, rows=rows, alpha=float(alpha))
+        closed = closed_episode(episode, reward, success, finished_at)
+        dumped = mapping.props(closed)
+        props = {k: dumped[k] for k in ("status", "reward", "success", "finished_at", "updated_at")}
+        record = single(await tx.run(cypher.CLOSE_EPISODE, **key, props=props))
+        if record is None:  # cannot happen under the lock; never credit without closing
+            raise StoreError(f"episode {episode_id!r} changed while it was being finished")
+        return EpisodeCredit(
+            episode=cast(Episode, mapping.to_memory(record["props"])),
+            updated=[updated[i] for i in ids],
+            q_after={i: updated[i].q for i in ids},
+        )
+
+    return await store._write(work, "episode finish")
+
+
+async def _replay(
+    tx: Tx, namespace: str, episode: Episode, edges: list[Edge], reward: float
+) -> EpisodeCredit:
+    """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
+    q_after = replayed_q_after(namespace, episode, edges, reward)
+    result = await tx.run(cypher.GET_MANY, namespace=namespace, ids=list(q_after))
+    by_id = {m.id: m for m in (mapping.to_memory(r["props"]) for r in result)}
+    return EpisodeCredit(
+        episode=episode,
+        updated=[by_id[i] for i in q_after if i in by_id],
+        q_after=q_after,
+        replayed=True,
+    )
+
+
+async def delete(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+    check_namespace(namespace)
+    ids = mapping.check_ids(memory_ids)
+    if not ids:
+        return []
+
+    async def work(tx: Tx) -> list[str]:
+        existing = await tx.run(cypher.EXISTING_IDS, namespace=namespace, ids=ids)
+        found = {r["id"] for r in existing}
+        frontier = [i for i in ids if i in found]
+        deleted: list[str] = []
+        while frontier:
+            candidates = await _orphan_candidates(tx, namespace, frontier)
+            await tx.run(cypher.DETACH_DELETE, namespace=namespace, ids=frontier)
+            deleted.extend(frontier)
+            frontier = await _orphans(tx, namespace, candidates)
+        return deleted
+
+    return await store._write(work, "delete")
+
+
+# ---- reads -----------------------------------------------------------------------------------
+
+
+async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+    check_namespace(namespace)
+    if isinstance(memory_ids, str):
+        raise InvalidInput("get_many takes a sequence of ids, not one string")
+    ids = [check_id(i) for i in memory_ids]
+    if not ids:
+        return []
+    unique = list(dict.fromkeys(ids))
+
+    async def work(tx: Tx) -> list[dict[str, Any]]:
+        return [r["props"] for r in await tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)]
+
+    by_id = {m.id: m for m in map(mapping.to_memory, await store._read(work, "read"))}
+    return [by_id[i] for i in ids if i in by_id]
+
+
+async def get(store: Neo4jBase, namespace: str, memory_id: str) -> AnyMemory:
+    """One memory, or MemoryNotFound (as :meth:`MemoryStore.get`)."""
+    check_namespace(namespace)
+    check_id(memory_id)
+    found = await get_many(store, namespace, [memory_id])
+    if not found:
+        raise MemoryNotFound(memory_id, namespace)
+    return found[0]
+
+
+async def edges(
+    store: Neo4jBase,
+    namespace: str,
+    memory_id: str,
+    *,
+    kinds: Sequence[EdgeKind] | None,
+    direction: Direction,
+) -> list[Edge]:
+    check_namespace(namespace)
+    check_id(memory_id)
+    if direction not in ("out", "in", "both"):
+        raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
+    types = [cypher.rel_type(k) for k in (kinds if kinds is not None else list(EdgeKind))]
+
+    async def work(tx: Tx) -> list[dict[str, Any]]:
+        result = await tx.run(
+            cypher.EDGES_OF, namespace=namespace, id=memory_id, kinds=types, direction=direction
+        )
+        return [r.data() for r in result]
+
+    found = [mapping.to_edge(namespace, row) for row in await store._read(work, "edge read")]
+    unique = {e.key: e for e in found}
+    return sorted(unique.values(), key=lambda e: (e.created_at, e.kind.value, e.src, e.dst))
+
+
+async def superseded(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+    check_namespace(namespace)
+    ids = mapping.check_ids(memory_ids)
+    if not ids:
+        return set()
+
+    async def work(tx: Tx) -> set[str]:
+        return {r["id"] for r in await tx.run(cypher.SUPERSEDED, namespace=namespace, ids=ids)}
+
+    return await store._read(work, "superseded lookup")
+
+
+async def recall_memories(
+    store: Neo4jBase,
+    namespace: str,
+    vector: Sequence[float],
+    k: int,
+    *,
+    kinds: Sequence[MemoryKind] | None,
+    include_obsolete: bool,
+    min_sim: float | None,
+) -> list[Recall]:
+    """Top-k memories of the namespace by cosine similarity, best first, each saying whether
+    it is superseded: the inputs of two-phase retrieval, in one round trip.
+
+    Through the shared vector index, over-fetching until k survive the namespace filter,
+    else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j_recall`.
+    """
+    check_namespace(namespace)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+    if min_sim is not None and not math.isfinite(min_sim):
+        raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
+    kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
+    dimension = await get_dimension(store)
+    query = check_vector(vector, dimension)
+    if k == 0 or dimension is None or kind_values == []:
+        return []
+    mode = await index_mode(store, dimension)
+    params: dict[str, Any] = {
+        "namespace": namespace,
+        "kinds": kind_values,
+        "include_obsolete": include_obsolete,
+        "vector": query,
+    }
+
+    async def work(tx: Tx) -> list[dict[str, Any]]:
+        return await recall.candidates(tx, params, k, dimension, mode=mode)
+
+    return recall.rank(await store._read(work, "recall"), query, k, min_sim)
+
+
+async def find_by_hash(
+    store: Neo4jBase, namespace: str, kind: MemoryKind, content_hash: str
+) -> AnyMemory | None:
+    check_namespace(namespace)
+    kind_value = cypher.label(kind)
+    if not isinstance(content_hash, str) or not content_hash:
+        raise InvalidInput("a content hash must be a non-empty string")
+
+    async def work(tx: Tx) -> dict[str, Any] | None:
+        record = single(
+            await tx.run(
+                cypher.FIND_BY_HASH, namespace=namespace, hash=content_hash, kind=kind_value
+            )
+        )
+        return None if record is None else dict(record["props"])
+
+    found = await store._read(work, "hash lookup")
+    return None if found is None else mapping.to_memory(found)
+
+
+async def iter_nodes(
+    store: Neo4jBase, namespace: str | None, kinds: Sequence[MemoryKind] | None
+) -> AsyncGenerator[AnyMemory, None]:
+    if namespace is not None:
+        check_namespace(namespace)
+    kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
+    after = ("", "")
+    while True:
+        params = {
+            "namespace": namespace,
+            "kinds": kind_values,
+            "after_namespace": after[0],
+            "after_id": after[1],
+            "limit": PAGE_SIZE,
+        }
+
+        async def work(tx: Tx, p: dict[str, Any] = params) -> list[Any]:
+            return [r["props"] for r in await tx.run(cypher.ITER_NODES, **p)]
+
+        page = [mapping.to_memory(p) for p in await store._read(work, "node scan")]
+        for memory in page:
+            yield memory
+        if len(page) < PAGE_SIZE:
+            return
+        after = (page[-1].namespace, page[-1].id)
+
+
+async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[Edge, None]:
+    if namespace is not None:
+        check_namespace(namespace)
+    types = [k.value for k in EdgeKind]
+    skip = 0
+    while True:
+        params = {"namespace": namespace, "kinds": types, "skip": skip, "limit": PAGE_SIZE}
+
+        async def work(tx: Tx, p: dict[str, Any] = params) -> list[Any]:
+            return [r.data() for r in await tx.run(cypher.ITER_EDGES, **p)]
+
+        page = await store._read(work, "edge scan")
+        for row in page:
+            yield mapping.to_edge(row["namespace"], row)
+        if len(page) < PAGE_SIZE:
+            return
+        skip += PAGE_SIZE
+
+
+async def namespaces(store: Neo4jBase) -> list[str]:
+    async def work(tx: Tx) -> list[str]:
+        return [r["namespace"] for r in await tx.run(cypher.NAMESPACES)]
+
+    return await store._read(work, "namespace list")
+
+
+# ---- transaction helpers -------------------------------------------------------------------
+
+
+async def _retrieved_rows(tx: Tx, key: dict[str, Any]) -> list[dict[str, Any]]:
+    """An episode's RETRIEVED edges as Edge fields (dst, props, created_at)."""
+    rows = []
+    for record in await tx.run(cypher.RETRIEVED_BY, **key):
+        props = dict(record["props"])
+        row: dict[str, Any] = {"dst": record["dst"], "props": props}
+        created_at = props.pop("created_at", None)
+        if created_at is not None:
+            row["created_at"] = created_at
+        rows.append(row)
+    return rows
+
+
+async def _meta_dimension(tx: Tx) -> int | None:
+    record = single(await tx.run(cypher.META_GET, name=cypher.META_NAME))
+    return None if record is None or record["dimension"] is None else int(record["dimension"])
+
+
+async def _fix_dimension(tx: Tx, *, dimension: int) -> int:
+    """Record ``dimension`` if none is; raise DimensionMismatch if another one is."""
+    record = single(
+        await tx.run(cypher.META_FIX_DIMENSION, name=cypher.META_NAME, dimension=dimension)
+    )
+    assert record is not None
+    stored = int(record["dimension"])
+    if stored != dimension:
+        raise DimensionMismatch(stored, dimension)
+    return stored
+
+
+async def _orphan_candidates(tx: Tx, namespace: str, ids: list[str]) -> dict[MemoryKind, list[str]]:
+    """Owned and ABOUT nodes that may be orphaned once ``ids`` are deleted."""
+    out: dict[MemoryKind, list[str]] = {}
+    for kind, owners in OWNED_BY.items():
+        query = cypher.owned_candidates(kind, tuple(owners))
+        out.setdefault(kind, []).extend(
+            r["id"] for r in await tx.run(query, namespace=namespace, ids=ids)
+        )
+    for kind in ABOUT_KINDS:
+        query = cypher.about_candidates(kind)
+        out.setdefault(kind, []).extend(
+            r["id"] for r in await tx.run(query, namespace=namespace, ids=ids)
+        )
+    return out
+
+
+async def _orphans(tx: Tx, namespace: str, candidates: dict[MemoryKind, list[str]]) -> list[str]:
+    out: list[str] = []
+    for kind, ids in candidates.items():
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            continue
+        queries = []
+        if kind in OWNED_BY:
+            queries.append(cypher.owned_orphans(kind, tuple(OWNED_BY[kind])))
+        if kind in ABOUT_KINDS:
+            queries.append(cypher.about_orphans(kind))
+        for query in queries:
+            out.extend(r["id"] for r in await tx.run(query, namespace=namespace, ids=ids))
+    return list(dict.fromkeys(out))

@@ -1,0 +1,172 @@
+"""Transaction bodies written once for both Neo4j drivers.
+
+graphmem's Neo4j work is written as coroutines over two small interfaces: :class:`Tx` (run one
+statement, get its records) and :class:`Session` (run a body in a managed read or write
+transaction, which the driver retries on transient errors). :class:`~graphmem.stores.neo4j_async.
+AsyncNeo4jStore` awaits them on ``neo4j.AsyncDriver``. :class:`~graphmem.stores.neo4j.Neo4jStore`
+runs the same coroutines on the blocking ``neo4j.Driver``: its adapters never suspend, so
+:func:`drive` finishes each coroutine in one step, with no event loop. One body, one Cypher text,
+one decoding, whichever driver carries it.
+
+>>> async def answer() -> int:
+...     return 42
+>>> drive(answer())
+42
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
+from typing import Any, Protocol, TypeVar
+
+import neo4j
+from neo4j.exceptions import Neo4jError, ServiceUnavailable
+
+from graphmem.stores.neo4j_uri import redact_uri
+
+T = TypeVar("T")
+
+
+class Tx(Protocol):
+    """A managed transaction as a transaction body sees it."""
+
+    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
+        """Run one statement (always text from :mod:`graphmem.stores.cypher`); all its records."""
+        ...
+
+
+Work = Callable[[Tx], Coroutine[Any, Any, T]]
+"""A transaction body. The driver may run it more than once (retries), so it must only touch
+the database through its ``tx``."""
+
+
+class Session(Protocol):
+    """One driver session: bodies run in managed, retried transactions."""
+
+    async def read(self, work: Work[T]) -> T: ...
+
+    async def write(self, work: Work[T]) -> T: ...
+
+
+def single(records: list[neo4j.Record]) -> neo4j.Record | None:
+    """The first record, or None when there is none (the statements that use this return one)."""
+    return records[0] if records else None
+
+
+# ---- the blocking driver ---------------------------------------------------------------------
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (one whose I/O blocks) to its end; no event loop.
+
+    Raises RuntimeError, and closes the coroutine, if it does suspend: then it awaited real
+    asynchronous work, which only an event loop can finish.
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        value: T = done.value
+        return value
+    coroutine.close()
+    raise RuntimeError("a coroutine run without an event loop awaited asynchronous work")
+
+
+def drive_iter(generator: AsyncGenerator[T, None]) -> Iterator[T]:
+    """:func:`drive` for an async generator that never suspends: its items, as a plain iterator."""
+    try:
+        while True:
+            try:
+                yield drive(_next(generator))
+            except StopAsyncIteration:
+                return
+    finally:
+        drive(generator.aclose())
+
+
+async def _next(generator: AsyncGenerator[T, None]) -> T:
+    return await anext(generator)
+
+
+class SyncTx:
+    """:class:`Tx` over the blocking driver's transaction."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, tx: neo4j.ManagedTransaction) -> None:
+        self._tx = tx
+
+    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
+        return list(self._tx.run(query, params))
+
+
+def sync_work(work: Work[T]) -> Callable[[neo4j.ManagedTransaction], T]:
+    """A transaction body as the blocking driver's transaction function."""
+    return lambda tx: drive(work(SyncTx(tx)))
+
+
+class SyncSession:
+    """:class:`Session` over a blocking ``neo4j.Session``."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: neo4j.Session) -> None:
+        self._session = session
+
+    async def read(self, work: Work[T]) -> T:
+        return self._session.execute_read(sync_work(work))
+
+    async def write(self, work: Work[T]) -> T:
+        return self._session.execute_write(sync_work(work))
+
+
+# ---- the async driver ------------------------------------------------------------------------
+
+
+class AsyncTx:
+    """:class:`Tx` over the async driver's transaction."""
+
+    __slots__ = ("_tx",)
+
+    def __init__(self, tx: neo4j.AsyncManagedTransaction) -> None:
+        self._tx = tx
+
+    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
+        result = await self._tx.run(query, params)
+        return [record async for record in result]
+
+
+def async_work(work: Work[T]) -> Callable[[neo4j.AsyncManagedTransaction], Awaitable[T]]:
+    """A transaction body as the async driver's transaction function."""
+    return lambda tx: work(AsyncTx(tx))
+
+
+class AsyncSession:
+    """:class:`Session` over a ``neo4j.AsyncSession``."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: neo4j.AsyncSession) -> None:
+        self._session = session
+
+    async def read(self, work: Work[T]) -> T:
+        return await self._session.execute_read(async_work(work))
+
+    async def write(self, work: Work[T]) -> T:
+        return await self._session.execute_write(async_work(work))
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+def reason(e: BaseException) -> str:
+    """One line about a driver error that says what went wrong; never the query parameters,
+    and credentials in any URI it quotes are redacted."""
+    if isinstance(e, ServiceUnavailable):
+        return "the server is unavailable"
+    # A server error's ``message`` is the server's text; the driver's own errors only carry a
+    # generic GQL status there ("50N42: Unexpected error ..."), their text is str(e).
+    message = e.message if isinstance(e, Neo4jError) else None
+    text = str(message or e).strip()
+    line = redact_uri(text.splitlines()[0])[:300] if text else type(e).__name__
+    code = e.code if isinstance(e, Neo4jError) else None
+    return f"{line} ({code})" if code else line
