@@ -10,6 +10,8 @@ with the 384-dim HashingEmbedder (cheap, so the numbers are about the store, not
 Then the same query list (texts, and their vectors for store-level recall) runs through:
 
 - **sync, one thread**: ``store.search(...)`` / ``Neo4jStore.recall(...)`` in a plain loop;
+- **C threads**: the same sync calls from ``C`` threads sharing the store (the LangGraph store
+  has no lock of its own: each call opens its own driver session);
 - **to_thread**: ``C`` coroutines on one event loop, each awaiting
   ``asyncio.to_thread(<the sync call>)`` — what ``GraphMemoryStore.abatch`` did before it had an
   async path (the default executor has ``min(32, cores + 4)`` threads);
@@ -35,6 +37,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -57,7 +60,7 @@ WORDS = tuple(
     ).split()
 )
 
-PATHS = ("sync, one thread", "to_thread", "async driver")
+PATHS = ("sync, one thread", "C threads", "to_thread", "async driver")
 
 
 def _text(rng: random.Random) -> str:
@@ -79,7 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespaces", type=int, default=20, help="LangGraph namespaces")
     parser.add_argument("--queries", type=int, default=240, help="queries per path and level")
     parser.add_argument(
-        "--concurrency", type=_concurrency, default=[1, 8, 32], help="coroutines, comma-separated"
+        "--concurrency",
+        type=_concurrency,
+        default=[1, 8, 32],
+        help="threads or coroutines (C), comma-separated",
     )
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (median reported)")
     parser.add_argument("--limit", type=int, default=5, help="results per search")
@@ -201,6 +207,7 @@ async def _measure(
         for i in range(n):
             sync_call(i)
         timings["sync, one thread"].append(time.perf_counter() - t0)
+        timings["C threads"].append(await asyncio.to_thread(_threads, level, n, sync_call))
         timings["to_thread"].append(
             await _pool(level, n, lambda i: asyncio.to_thread(sync_call, i))
         )
@@ -213,6 +220,28 @@ async def _measure(
         ", ".join(f"{path} {rate:.0f} q/s" for path, rate in qps.items()),
     )
     return {"op": name, "concurrency": level, "qps": qps, "seconds": timings}
+
+
+def _threads(level: int, n: int, call: Callable[[int], object]) -> float:
+    """Wall time of ``n`` calls made by ``level`` threads taking the next index in turn."""
+    todo = iter(range(n))
+    lock = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            call(i)
+
+    workers = [threading.Thread(target=worker) for _ in range(level)]
+    t0 = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return time.perf_counter() - t0
 
 
 async def _pool(level: int, n: int, call: Callable[[int], Awaitable[object]]) -> float:
@@ -255,6 +284,8 @@ def render_markdown(result: dict[str, Any]) -> str:
                 row["op"],
                 row["concurrency"],
                 qps["sync, one thread"],
+                qps["C threads"],
+                f"{qps['C threads'] / qps['sync, one thread']:.2f}×",
                 qps["to_thread"],
                 qps["async driver"],
                 f"{qps['async driver'] / qps['to_thread']:.2f}×",
@@ -264,8 +295,10 @@ def render_markdown(result: dict[str, Any]) -> str:
     table = common.markdown_table(
         [
             "operation",
-            "coroutines",
+            "C",
             "sync one thread (q/s)",
+            "C threads (q/s)",
+            "threads / one thread",
             "to_thread (q/s)",
             "async driver (q/s)",
             "async / to_thread",

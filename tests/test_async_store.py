@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import pytest
 from conftest import drop_namespaces
+from langgraph.store.base import SearchItem
 
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import DimensionMismatch, MemoryNotFound
@@ -532,8 +533,8 @@ class LoopBackedStore(MemoryStore):
     def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
         return iter(self._wait(_collect(self._store.iter_edges(namespace))))
 
-    def namespaces(self) -> list[str]:
-        return self._wait(self._store.namespaces())
+    def namespaces(self, *prefixes: str) -> list[str]:
+        return self._wait(self._store.namespaces(*prefixes))
 
     def close(self) -> None:
         """Closes nothing: the suite's ``close`` must leave the shared async store usable."""
@@ -593,6 +594,15 @@ DOCS = [
 ]
 
 
+def _untied(found: Sequence[SearchItem]) -> tuple[list[float | None], list[str]]:
+    """Scores of a result list, and the keys of the hits scored above its last score: which of
+    several memories tied at the cut the vector index hands over differs between namespaces
+    (its graph is approximate), so the tied ones at the end are compared by score alone."""
+    scores = [r.score for r in found]
+    last = scores[-1] if scores else None
+    return scores, [r.key for r in found if last is None or r.score != last]
+
+
 @pytest.mark.neo4j
 def test_langgraph_async_api_on_neo4j_answers_as_the_sync_api(
     lg: GraphMemoryStore, namespace: str, monkeypatch: pytest.MonkeyPatch
@@ -616,7 +626,7 @@ def test_langgraph_async_api_on_neo4j_answers_as_the_sync_api(
         assert (got_item.key, got_item.value) == (want["get"].key, want["get"].value)
         for q, expected in zip(queries, want["search"], strict=True):
             found = await lg.asearch(("async",), query=q, limit=4)
-            assert [(r.key, r.score) for r in found] == [(r.key, r.score) for r in expected]
+            assert _untied(found) == _untied(expected)
         filtered = await lg.asearch(("async",), filter={"i": {"$gte": 12}})
         assert sorted(r.key for r in filtered) == sorted(r.key for r in want["filtered"])
         assert await lg.alist_namespaces() == [("async",), ("sync",)]

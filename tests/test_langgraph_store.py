@@ -157,6 +157,42 @@ def test_long_namespaces_work_like_short_ones(lg: GraphMemoryStore, mem: GraphMe
     assert lg.list_namespaces() != []
 
 
+def test_a_search_under_a_prefix_lists_only_the_namespaces_under_it(
+    lg: GraphMemoryStore, mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's search reads the namespaces under the user's prefix (and the hashed ones), not
+    every namespace in the graph: on Neo4j listing them all scans every memory per query."""
+    chinese = "用户偏好设置记录" * 2
+    for user in ("u1", "u10", "u2"):
+        lg.put(("users", user), "tea", {"text": f"{user} likes green tea"})
+    lg.put(("users", "u1", "notes"), "tea", {"text": "u1 noted oolong"})
+    lg.put(("users", "u1", chinese), "tea", {"text": "u1 long tea"})
+    lg.put(("users", "u10", chinese), "tea", {"text": "u10 long tea"})
+    asked: list[str] = []
+    listing = mem.store.namespaces
+
+    def spy(*prefixes: str) -> list[str]:
+        asked.extend(prefixes)
+        return listing(*prefixes)
+
+    monkeypatch.setattr(mem.store, "namespaces", spy)
+    found = lg.search(("users", "u1"), query="tea", limit=10)
+    assert sorted(i.namespace for i in found) == sorted(
+        [("users", "u1"), ("users", "u1", "notes"), ("users", "u1", chinese)]
+    )
+    assert asked == [f"{lg.root}/users/u1", f"{lg.root}/.long/"]
+    asked.clear()
+    assert {i.namespace for i in lg.search(("users",), limit=10)} == {
+        ("users", "u1"),
+        ("users", "u10"),
+        ("users", "u2"),
+        ("users", "u1", "notes"),
+        ("users", "u1", chinese),
+        ("users", "u10", chinese),
+    }
+    assert asked == [f"{lg.root}/users", f"{lg.root}/.long/"]
+
+
 def test_bad_values_change_nothing(lg: GraphMemoryStore) -> None:
     lg.put(("docs",), "ok", {"v": 1})
     with pytest.raises(InvalidInput):

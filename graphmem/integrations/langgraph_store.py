@@ -310,11 +310,21 @@ class GraphMemoryStore(BaseStore):
                 return tuple(labels)
         return None
 
-    async def _graph_namespaces(self, io: _Backend) -> list[tuple[str, tuple[str, ...]]]:
+    async def _graph_namespaces(
+        self, io: _Backend, prefix: tuple[str, ...] = ()
+    ) -> list[tuple[str, tuple[str, ...]]]:
+        """The graphmem namespaces holding LangGraph namespaces that start with ``prefix``,
+        with those namespaces. Only the graph namespaces under the prefix's text (and the
+        hashed ones, which any prefix may hold) are listed, not every namespace there is."""
+        heads = [f"{self.root}/"]
+        if prefix and all(map(_label_ok, prefix)):
+            text = "/".join([self.root, *(escape_label(label) for label in prefix)])
+            long = f"{self.root}/{LONG}/"
+            heads = [text, long] if len(text) <= MAX_NAMESPACE else [long]
         found = []
-        for graph_ns in await io.namespaces():
+        for graph_ns in await io.namespaces(*heads):
             decoded = await self._decode(io, graph_ns)
-            if decoded is not None:
+            if decoded is not None and decoded[: len(prefix)] == prefix:
                 found.append((graph_ns, decoded))
         return found
 
@@ -531,9 +541,7 @@ class GraphMemoryStore(BaseStore):
 
     async def _search(self, io: _Backend, op: SearchOp) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        scope = [
-            (g, ns) for g, ns in await self._graph_namespaces(io) if ns[: len(prefix)] == prefix
-        ]
+        scope = await self._graph_namespaces(io, prefix)
         if op.limit <= 0 or not scope:
             return []
         if op.query and op.query.strip():
@@ -676,7 +684,7 @@ class _Backend(Protocol):
     :meth:`GraphMemoryStore.batch`, driven to its end without an event loop) or an
     :class:`AsyncNeo4jStore` (for :meth:`GraphMemoryStore.abatch`)."""
 
-    async def namespaces(self) -> list[str]: ...
+    async def namespaces(self, *prefixes: str) -> list[str]: ...
 
     async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]: ...
 
@@ -703,8 +711,8 @@ class _SyncBackend:
     def __init__(self, store: MemoryStore) -> None:
         self._store = store
 
-    async def namespaces(self) -> list[str]:
-        return self._store.namespaces()
+    async def namespaces(self, *prefixes: str) -> list[str]:
+        return self._store.namespaces(*prefixes)
 
     async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
         return self._store.get_many(namespace, memory_ids)
@@ -732,8 +740,8 @@ class _AsyncBackend:
     def __init__(self, store: AsyncNeo4jStore) -> None:
         self._store = store
 
-    async def namespaces(self) -> list[str]:
-        return await self._store.namespaces()
+    async def namespaces(self, *prefixes: str) -> list[str]:
+        return await self._store.namespaces(*prefixes)
 
     async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
         return await self._store.get_many(namespace, memory_ids)

@@ -218,8 +218,15 @@ class MemoryStore(ABC):
         """All edges (of a namespace), in a stable order."""
 
     @abstractmethod
-    def namespaces(self) -> list[str]:
-        """Namespaces that hold at least one memory, sorted."""
+    def namespaces(self, *prefixes: str) -> list[str]:
+        """Namespaces that hold at least one memory, sorted; given prefixes, only those that
+        start with one of them.
+
+        A prefix is plain text, not a namespace: ``"users/u1"`` lists ``users/u1`` and
+        ``users/u1/notes`` but also ``users/u10``. The LangGraph store, which searches under a
+        namespace prefix, asks for just the namespaces there this way (on Neo4j an index seek,
+        where listing them all reads every memory).
+        """
 
     @abstractmethod
     def close(self) -> None:
@@ -469,6 +476,14 @@ def check_patch(changes: dict[str, Any]) -> None:
         )
     if not changes:
         raise InvalidInput("a patch needs at least one field")
+
+
+def check_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:
+    """The namespace prefixes of :meth:`MemoryStore.namespaces`, checked to be strings."""
+    for prefix in prefixes:
+        if not isinstance(prefix, str):
+            raise InvalidInput(f"a namespace prefix is a string, got {type(prefix).__name__}")
+    return tuple(prefixes)
 
 
 def check_alpha_reward(alpha: float, reward: float) -> None:

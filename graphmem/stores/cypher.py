@@ -382,6 +382,20 @@ RETURN DISTINCT m.namespace AS namespace
 ORDER BY namespace
 """
 
+# The same under text prefixes: a seek on the namespace range index per prefix, so only the
+# memories of those namespaces are read, not the whole graph (a LangGraph search under a
+# user's namespace), in one round trip.
+NAMESPACES_UNDER: Final = """
+UNWIND $prefixes AS prefix
+CALL (prefix) {
+  MATCH (m:Memory)
+  WHERE m.namespace STARTS WITH prefix
+  RETURN DISTINCT m.namespace AS namespace
+}
+RETURN DISTINCT namespace
+ORDER BY namespace
+"""
+
 
 # ---- finishing an episode (one transaction; see Neo4jStore.finish_episode) -------------------
 

@@ -83,6 +83,7 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    check_prefixes,
     closed_episode,
     credited_order,
     replayed_q_after,
@@ -605,9 +606,11 @@ class EmbeddedStore(MemoryStore):
             found = [e for ns in namespaces for e in self._state.iter_edges(ns)]
             return iter([e.model_copy(deep=True) for e in found])
 
-    def namespaces(self) -> list[str]:
+    def namespaces(self, *prefixes: str) -> list[str]:
+        heads = check_prefixes(prefixes)
         with self._read():
-            return self._state.namespaces()
+            listed = self._state.namespaces()
+            return [ns for ns in listed if ns.startswith(heads)] if heads else listed
 
 
 def _by_dst(edges: Sequence[Edge], ids: Sequence[str]) -> list[Edge]:

@@ -275,8 +275,8 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
     def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
         return drive_iter(ops.iter_edges(self, namespace))
 
-    def namespaces(self) -> list[str]:
-        return drive(ops.namespaces(self))
+    def namespaces(self, *prefixes: str) -> list[str]:
+        return drive(ops.namespaces(self, prefixes))
 
     def close(self) -> None:
         if self._closed:

@@ -210,8 +210,9 @@ class AsyncNeo4jStore(ops.Neo4jBase):
     def iter_edges(self, namespace: str | None = None) -> AsyncGenerator[Edge, None]:
         return ops.iter_edges(self, namespace)
 
-    async def namespaces(self) -> list[str]:
-        return await ops.namespaces(self)
+    async def namespaces(self, *prefixes: str) -> list[str]:
+        """Namespaces holding a memory, sorted; given prefixes, those starting with one."""
+        return await ops.namespaces(self, prefixes)
 
     async def close(self) -> None:
         """Idempotent; closes the driver only if the store owns it."""

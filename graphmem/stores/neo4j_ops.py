@@ -54,6 +54,7 @@ from graphmem.stores.base import (
     Recall,
     check_alpha_reward,
     check_patch,
+    check_prefixes,
     closed_episode,
     credited_order,
     replayed_q_after,
@@ -565,9 +566,12 @@ async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[
         skip += PAGE_SIZE
 
 
-async def namespaces(store: Neo4jBase) -> list[str]:
+async def namespaces(store: Neo4jBase, prefixes: Sequence[str] = ()) -> list[str]:
+    heads = list(check_prefixes(prefixes))
+    query = cypher.NAMESPACES if not prefixes or "" in heads else cypher.NAMESPACES_UNDER
+
     async def work(tx: Tx) -> list[str]:
-        return [r["namespace"] for r in await tx.run(cypher.NAMESPACES)]
+        return [r["namespace"] for r in await tx.run(query, prefixes=heads)]
 
     return await store._read(work, "namespace list")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from typing import cast
 
 import pytest
 
@@ -253,6 +254,25 @@ class ReadConformance:
         store.delete(b, ["x"])
         assert b not in store.namespaces()
         assert a in store.namespaces()
+
+    def test_namespaces_under_a_prefix_are_those_that_start_with_it(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        names = [f"{namespace}/u1", f"{namespace}/u1/notes", f"{namespace}/u10", f"{namespace}-x"]
+        store.upsert([note(ns, "m", "m", vec(dim, 1)) for ns in names])
+        assert store.namespaces(f"{namespace}/u1") == sorted(names[:3])
+        assert store.namespaces(f"{namespace}/u1/") == [f"{namespace}/u1/notes"]
+        assert store.namespaces(namespace) == sorted(names)
+        assert store.namespaces(f"{namespace}/u2") == []
+        assert store.namespaces(f"{namespace}/u10", f"{namespace}-", f"{namespace}/u1/") == [
+            f"{namespace}-x",
+            f"{namespace}/u1/notes",
+            f"{namespace}/u10",
+        ]
+        assert set(names) <= set(store.namespaces(""))
+        assert set(names) <= set(store.namespaces(f"{namespace}/u2", ""))
+        with pytest.raises(InvalidInput):
+            store.namespaces(cast(str, 7))
 
     def test_counts_per_kind_and_edges(self, store: MemoryStore, namespace: str, dim: int) -> None:
         nodes, edges = chain(namespace, "p", 2, dim)
