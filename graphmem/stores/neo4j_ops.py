@@ -568,10 +568,14 @@ async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[
 
 async def namespaces(store: Neo4jBase, prefixes: Sequence[str] = ()) -> list[str]:
     heads = list(check_prefixes(prefixes))
-    query = cypher.NAMESPACES if not prefixes or "" in heads else cypher.NAMESPACES_UNDER
+    every = not heads or "" in heads
 
     async def work(tx: Tx) -> list[str]:
-        return [r["namespace"] for r in await tx.run(query, prefixes=heads)]
+        if every:
+            records = await tx.run(cypher.NAMESPACES)
+        else:
+            records = await tx.run(cypher.NAMESPACES_UNDER, prefixes=heads)
+        return [r["namespace"] for r in records]
 
     return await store._read(work, "namespace list")
 
