@@ -17,6 +17,8 @@ from graphmem.examples.envs.scienceworld import (
     choose_option,
     conditions,
     evidence_choice,
+    point_choice,
+    point_of,
     procedure_hint,
     task_object,
     threshold_choice,
@@ -286,3 +288,67 @@ def test_conductivity_replay_answers_for_the_test_substance() -> None:
     # The training variations were conductive (red box); this one is not.
     assert result.success, result.actions
     assert result.actions[-1].endswith("to green box")
+
+
+MELT = (
+    "Your task is to measure the melting point of tin, which is located around the kitchen. "
+    "First, focus on the thermometer. Next, focus on the tin. If the melting point of tin is "
+    "above 150.0 degrees celsius, focus on the orange box. If the melting point of tin is below "
+    "150.0 degrees celsius, focus on the yellow box. The boxes are located around the kitchen."
+)
+
+
+def test_a_melting_point_is_decided_by_the_substance_state_not_the_last_reading() -> None:
+    conds = conditions(MELT)
+    assert point_of(MELT) == ("melting", "tin")
+    solid, liquid = "substance in metal pot", "liquid tin"
+    # At room temperature, solid: nothing decided (the old rule answered "below" from 27 °C).
+    assert point_choice(conds, [(solid, 27.0)], "liquid") is None
+    assert threshold_choice(conds, ["a temperature of 27 degrees celsius"]) == "yellow box"
+    # Still solid above the threshold: the point is above it.
+    assert point_choice(conds, [(solid, 27.0), (solid, 180.0)], "liquid") == "orange box"
+    # Melted at a reading below the threshold: below it.
+    assert point_choice(conds, [(solid, 27.0), (liquid, 90.0)], "liquid") == "yellow box"
+    # Melted between 100 (solid) and 260 (liquid): the midpoint, 180, is above 150.
+    assert point_choice(conds, [(solid, 100.0), (liquid, 260.0)], "liquid") == "orange box"
+    assert point_of("Your task is to boil lead.") is None
+
+
+def test_replay_measures_on_until_the_melting_point_decides_the_answer() -> None:
+    remembered = MELT.replace("tin", "chocolate")
+    hint = procedure_hint(
+        remembered,
+        [
+            "pick up thermometer",
+            "use thermometer in inventory on substance in metal pot",
+            "focus on yellow box",
+        ],
+    )
+    agent = ReplayAdapter()
+    agent.begin(MELT, [hint])
+    room = (
+        "This room is called the foundry. In it, you see: a thermometer, a metal pot, "
+        "an orange box, a yellow box."
+    )
+    inventory = "In your inventory: a thermometer"
+    readings = iter([27, 60, 120, 170])
+    taken: list[str] = []
+    observation = room
+    for _ in range(20):
+        action = agent.act(observation, (), inventory).action
+        taken.append(action)
+        if action.endswith(" box"):
+            break
+        if action.startswith("use thermometer"):
+            observation = f"the thermometer measures a temperature of {next(readings)} degrees"
+        elif action == "look around":
+            observation = room
+        else:
+            observation = "ok"
+        agent.feedback(action, observation, 0.0)
+    measured = [a for a in taken if a.startswith("use thermometer")]
+    # The remembered single reading (27 °C, solid) decides nothing: heat and measure on,
+    # waiting between readings, until the solid tin reads above 150 °C.
+    assert len(measured) == 4 and "wait1" in taken
+    assert all(a == "use thermometer in inventory on substance in metal pot" for a in measured)
+    assert taken[-1] == "focus on orange box"

@@ -279,6 +279,7 @@ _THRESHOLD = re.compile(
     r" (-?\d+(?:\.\d+)?)"
 )
 _MEASURED = re.compile(r"(-?\d+(?:\.\d+)?) degrees")
+_ABOVE = frozenset(["above", "over", "greater than", "higher than", "more than"])
 _LISTED = re.compile(
     r"(?:^|[\t:,] ?)(?:a|an|the|A|An|The) ([a-z][A-Za-z0-9 \-]*?)(?=,|\.|\(|:| which|$)",
     re.MULTILINE,
@@ -351,10 +352,48 @@ def threshold_choice(conds: Sequence[tuple[str, str]], observations: Sequence[st
     for cond, answer in conds:
         if t := _THRESHOLD.search(cond):
             limit = float(t.group(2))
-            above = t.group(1) in ("above", "over", "greater than", "higher than", "more than")
+            above = t.group(1) in _ABOVE
             if (value > limit) if above else (value < limit):
                 return answer
     return None
+
+
+_POINT = re.compile(r"\b(melting) point of (?:the |a |an )?([^,.]+)")
+_CHANGED_STATE = {"melting": "liquid"}
+
+
+def point_of(task: str) -> tuple[str, str] | None:
+    """``("melting", "tin")`` for a task about tin's melting point, else None."""
+    m = _POINT.search(task)
+    return (m.group(1), m.group(2).strip()) if m else None
+
+
+def point_choice(
+    conds: Sequence[tuple[str, str]], readings: Sequence[tuple[str, float]], state: str
+) -> str | None:
+    """The answer a melting point task's readings decide, or None while undecided.
+
+    ``readings`` are (what was measured, degrees) in order; a reading of something named for
+    the changed state (``liquid tin``) was taken after the change, any other before it. Still
+    unchanged above the threshold: the point is above it. Changed at a first reading below the
+    threshold: below it. Changed between a reading below the threshold and one above it: the
+    nearer one's side of the midpoint. Readings before the change that are all below the
+    threshold decide nothing: a substance at room temperature says nothing of its melting point.
+    """
+    limits = [(t, answer) for cond, answer in conds if (t := _THRESHOLD.search(cond))]
+    if not readings or not limits:
+        return None
+    above = next((a for t, a in limits if t.group(1) in _ABOVE), None)
+    below = next((a for t, a in limits if t.group(1) not in _ABOVE), None)
+    limit = float(limits[0][0].group(2))
+    before = [v for name, v in readings if not name.startswith(state)]
+    after = [v for name, v in readings if name.startswith(state)]
+    if any(v > limit for v in before):
+        return above
+    if not after:
+        return None
+    estimate = after[0] if not before else (before[-1] + after[0]) / 2
+    return above if estimate > limit else below
 
 
 def changed_pairs(before: str, after: str) -> set[str]:
@@ -506,6 +545,12 @@ class ReplayAdapter:
         self.visited: set[str] = set()
         self.last_action = ""
         self.done_actions: list[str] = []
+        # A melting point task: what the thermometer read, on what, in order.
+        self.point = point_of(task)
+        self.readings: list[tuple[str, float]] = []
+        self.measured_on = ""
+        self.thermometer = "use thermometer in inventory"
+        self.seen_last = ""
         # "Focus on the substance": the task's own object (boil lead -> lead), not the word.
         obj = task_object(task)
         named = [t for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if (t := m.strip())]
@@ -600,6 +645,8 @@ class ReplayAdapter:
             if self.tried["search sole focus"] < 30 and (step := self._search()):
                 self.tried["search sole focus"] += 1
                 return step
+        if step := self._measure_on():
+            return step
         while self.plan:
             action = self.plan[0]
             if action.startswith("focus on ") and (self.sole_focus or self.focus_skipped):
@@ -678,8 +725,30 @@ class ReplayAdapter:
         """The conditional answer (e.g. ``green box``) an action gives, if any."""
         return next((x for _, x in self.conds if re.search(rf"\b{re.escape(x)}\b", action)), None)
 
+    def _measure_on(self) -> Decision | None:
+        """In a melting point task whose replayed measurements decided nothing (the
+        remembered variation's substance changed state sooner), go on measuring where they
+        were taken, waiting between readings, for a while (then the answer is skipped)."""
+        if not (self.point and self.readings and self.conds) or self._decide() is not None:
+            return None
+        if self.plan and self.plan[0].startswith(("use thermometer", "examine", "wait")):
+            return None  # the replay is still measuring
+        if self.tried["measure on"] >= 24:
+            return None
+        self.tried["measure on"] += 1
+        if self.last_action.startswith("use thermometer") and _UNKNOWN_ACTION not in self.seen_last:
+            return self._choose("wait1", "not decided yet: let it heat a while")
+        state, substance = _CHANGED_STATE[self.point[0]], self.point[1]
+        name = self.measured_on
+        if _UNKNOWN_ACTION in self.seen_last:  # the name changed with the state
+            name = f"{state} {substance}" if not name.startswith(state) else name
+        action = f"{self.thermometer} on {name}"
+        return self._choose(action, "not decided yet: measure again")
+
     def _decide(self) -> str | None:
         """The answer this run's observations support: a measured threshold, else evidence."""
+        if self.point:
+            return point_choice(self.conds, self.readings, _CHANGED_STATE[self.point[0]])
         if answer := threshold_choice(self.conds, self.history):
             return answer
         last = next((t for t in reversed(self.history) if _ROOM_NAME.search(t)), "")
@@ -744,6 +813,13 @@ class ReplayAdapter:
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
         self._observe(observation)
+        self.seen_last = observation
+        if action.startswith("use thermometer") and " on " in action:
+            self.thermometer, _, measured = action.partition(" on ")
+            if _UNKNOWN_ACTION not in observation:
+                self.measured_on = measured
+            if found := _MEASURED.findall(observation):
+                self.readings.append((measured, float(found[-1])))
         if action.startswith("focus on ") and _UNKNOWN_ACTION in observation:
             # The simulator did not take the focus (the remembered phrasing does not name
             # anything here): as good as skipped, so the later ordered answers are not given.
