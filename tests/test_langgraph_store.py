@@ -160,8 +160,9 @@ def test_long_namespaces_work_like_short_ones(lg: GraphMemoryStore, mem: GraphMe
 def test_a_search_under_a_prefix_lists_only_the_namespaces_under_it(
     lg: GraphMemoryStore, mem: GraphMemory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A user's search reads the namespaces under the user's prefix (and the hashed ones), not
-    every namespace in the graph: on Neo4j listing them all scans every memory per query."""
+    """A user's search (or namespace listing) reads the namespaces under the user's prefix (and
+    the hashed ones), not every namespace in the graph: on Neo4j listing them all scans every
+    memory per query."""
     chinese = "用户偏好设置记录" * 2
     for user in ("u1", "u10", "u2"):
         lg.put(("users", user), "tea", {"text": f"{user} likes green tea"})
@@ -191,6 +192,11 @@ def test_a_search_under_a_prefix_lists_only_the_namespaces_under_it(
         ("users", "u10", chinese),
     }
     assert asked == [f"{lg.root}/users", f"{lg.root}/.long/"]
+    asked.clear()
+    assert lg.list_namespaces(prefix=("users", "u1"), max_depth=3) == sorted(
+        [("users", "u1"), ("users", "u1", "notes"), ("users", "u1", chinese)]
+    )
+    assert asked == [f"{lg.root}/users/u1", f"{lg.root}/.long/"]
 
 
 def test_bad_values_change_nothing(lg: GraphMemoryStore) -> None:

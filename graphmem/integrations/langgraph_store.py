@@ -656,7 +656,14 @@ class GraphMemoryStore(BaseStore):
     # ---- list namespaces ------------------------------------------------------------------
 
     async def _list_namespaces(self, io: _Backend, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = [ns for _, ns in await self._graph_namespaces(io)]
+        # A literal prefix condition narrows the listing to the namespaces under it.
+        literal = [
+            tuple(c.path)
+            for c in op.match_conditions or ()
+            if c.match_type == "prefix" and "*" not in c.path
+        ]
+        prefix = max(literal, key=len, default=())
+        found = [ns for _, ns in await self._graph_namespaces(io, prefix)]
         if op.match_conditions:
             found = [
                 ns for ns in found if all(matches_namespace(c, ns) for c in op.match_conditions)

@@ -479,7 +479,9 @@ class ReplayAdapter:
     of its kind that is and that the plan does not use (a red wire for a blue one). An answer
     the task makes conditional (``If C, place it in the X``) is decided anew from this run's
     observations (:func:`threshold_choice`, :func:`evidence_choice`; hints may carry the
-    evidence as ``"TASK :: a1; a2 :: EVIDENCE"``) and skipped when nothing decides it.
+    evidence as ``"TASK :: a1; a2 :: EVIDENCE"``) and skipped when nothing decides it. A
+    melting point is decided by the substance's state when measured (:func:`point_choice`),
+    and while the replayed readings decide nothing it goes on measuring, waiting between them.
     Without hints, or when the replay runs out, it explores: it focuses on what the task names
     (``the substance`` is the task's own object, :func:`task_object`), answers disambiguation
     prompts with the option that matches its intended action (:func:`choose_option`) and walks
