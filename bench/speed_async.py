@@ -24,8 +24,8 @@ phase-A call alone, precomputed vectors). Each of ``--concurrency`` levels is ti
 path in turn, ``--rounds`` times, round-robin so a busy machine's drift hits the paths alike;
 a path's throughput is its queries divided by its wall time, the median over rounds. The first
 query's results are checked equal across paths before timing. The data is deleted afterwards.
-Writes ``bench/results/speed_async.md`` (and ``.json``) with the machine, load average and
-command line.
+Writes ``bench/results/speed_async_neo4j-<server version>.md`` (and ``.json``) with the
+machine, load average and command line.
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     result = run(args, " ".join(["python -m bench.speed_async", *given]))
     markdown = render_markdown(result)
-    common.write_results(args.out, "speed_async", result, markdown)
+    common.write_results(args.out, f"speed_async_neo4j-{result['neo4j']}", result, markdown)
     print(markdown)
     return 0
 
