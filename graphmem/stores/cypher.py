@@ -320,6 +320,14 @@ CALL (kept) {
 RETURN raw, size(kept) AS found, rows
 """
 
+# How many memories the namespace holds, counted up to $cap (an index seek that stops there):
+# whether recall without in-index filtering scans a small namespace instead of the shared index.
+NAMESPACE_SIZE_UPTO: Final = """
+MATCH (m:Memory {namespace: $namespace})
+WITH m LIMIT $cap
+RETURN count(m) AS size
+"""
+
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
 # itself keeps only this namespace's live memories of these kinds, so k candidates are k answers.
 RECALL_SEARCH: Final = """

@@ -1,0 +1,65 @@
+"""How recall without in-index filtering (Neo4j 5.26) plans its round trips: a small namespace
+that the first index candidates do not fill is scanned exactly; a larger one is asked again
+for as many candidates as its share needs. Checked on the statements sent (no server needed);
+the results themselves are checked against a real Neo4j by the conformance suite."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from graphmem.stores import cypher
+from graphmem.stores.neo4j_recall import EXACT_MAX, MIN_CANDIDATES, candidates
+
+PARAMS = {"namespace": "ns", "kinds": None, "include_obsolete": False, "vector": [1.0, 0.0]}
+
+
+class ScriptedTx:
+    """Answers each statement from a script and records what was sent."""
+
+    def __init__(self, size: int, found: list[int]) -> None:
+        self.size = size
+        self.found = list(found)
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def run(self, query: str, /, **params: Any) -> list[Any]:
+        self.sent.append((query, params))
+        if query == cypher.RECALL_INDEX:
+            found = self.found.pop(0)
+            rows = [{"props": {"id": f"m{i}"}, "superseded": False} for i in range(found)]
+            return [{"raw": params["candidates"], "found": found, "rows": rows}]
+        if query == cypher.NAMESPACE_SIZE_UPTO:
+            return [{"size": min(self.size, params["cap"])}]
+        assert query == cypher.RECALL_EXACT
+        return []
+
+
+def _plan(tx: ScriptedTx, k: int) -> list[tuple[str, Any]]:
+    asyncio.run(candidates(tx, dict(PARAMS), k, 2, mode="procedure"))
+    names = {cypher.RECALL_INDEX: "index", cypher.NAMESPACE_SIZE_UPTO: "size"}
+    names[cypher.RECALL_EXACT] = "exact"
+    return [(names[q], p.get("candidates", p.get("cap"))) for q, p in tx.sent]
+
+
+def test_a_namespace_that_fills_k_takes_one_index_query() -> None:
+    assert _plan(ScriptedTx(size=50_000, found=[10]), k=10) == [("index", 40)]
+
+
+def test_a_small_namespace_crowded_out_of_the_index_is_scanned_exactly() -> None:
+    first = max(4 * 10, MIN_CANDIDATES)
+    assert _plan(ScriptedTx(size=120, found=[1]), k=10) == [
+        ("index", first),
+        ("size", EXACT_MAX + 1),
+        ("exact", None),
+    ]
+
+
+def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() -> None:
+    # 4 of 40 candidates were its own: a 10% share, so 2k = 20 of it need 200 candidates.
+    assert _plan(ScriptedTx(size=5_000, found=[4, 25]), k=10) == [
+        ("index", 40),
+        ("size", EXACT_MAX + 1),
+        ("index", 200),
+    ]
+    # Still short after that: the count grows fourfold, as before.
+    assert _plan(ScriptedTx(size=5_000, found=[4, 8, 30]), k=10)[-1] == ("index", 800)
