@@ -18,7 +18,7 @@ import re
 import uuid
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self, TypeAlias
+from typing import Annotated, Any, Literal, Self, TypeAlias, cast
 
 import numpy as np
 from pydantic import (
@@ -116,9 +116,14 @@ def check_unicode(value: str, field: str) -> str:
     return value
 
 
+_WALKED = (str, list, tuple, dict)
+"""Field values that may hold text (a tuple: isinstance with one is faster than with a union)."""
+
+
 def _check_all_text(value: Any, field: str) -> None:
     if isinstance(value, str):
-        check_unicode(value, field)
+        if not value.isascii():  # ASCII is valid UTF-8: the common case needs no encoding
+            check_unicode(value, field)
     elif isinstance(value, list | tuple):
         for item in value:
             _check_all_text(item, field)
@@ -221,11 +226,11 @@ class GraphmemModel(BaseModel):
 
     @model_validator(mode="after")
     def _unicode_text(self) -> Self:
-        for name in type(self).model_fields:
+        for name, value in self.__dict__.items():  # the fields, without a getattr each
             # An embedding is floats (pydantic has coerced it): walking its hundreds of items
             # on every model built cost recall more than its vector search at 1k memories.
-            if name != "embedding":
-                _check_all_text(getattr(self, name), name)
+            if name != "embedding" and isinstance(value, _WALKED):
+                _check_all_text(value, name)
         return self
 
     def __init__(self, **data: Any) -> None:
@@ -442,6 +447,8 @@ MEMORY_CLASSES: dict[MemoryKind, type[Memory]] = {
     MemoryKind.EPISODE: Episode,
 }
 
+MEMORY_KIND_VALUES = frozenset(kind.value for kind in MemoryKind)
+
 UTILITY_FIELDS = frozenset({"q", "q_updates", "uses", "successes"})
 """Fields only the store's atomic utility update changes."""
 
@@ -540,6 +547,16 @@ class Trajectory(GraphmemModel):
 
 def memory_from_dict(data: dict[str, Any]) -> AnyMemory:
     """Validate a plain dict (e.g. an export line or a Neo4j node) into its memory model."""
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if (
+        isinstance(kind, str)
+        and kind in MEMORY_KIND_VALUES
+        and all(isinstance(key, str) for key in data)
+    ):
+        cls = MEMORY_CLASSES[MemoryKind(kind)]
+        # The class itself validates once; the union adapter would call its __init__ (which
+        # validates) and then run the model's validators a second time.
+        return cast(AnyMemory, cls(**data))
     try:
         return MEMORY_ADAPTER.validate_python(data)
     except ValidationError as e:

@@ -142,7 +142,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
 
     # ---- plumbing -------------------------------------------------------------------------
 
-    def _session(self) -> neo4j.Session:
+    def _session(self, *, read_only: bool = False) -> neo4j.Session:
         if self._closed:
             raise StoreError("the Neo4j store is closed")
         # One bookmark manager for every session: reads see this store's earlier writes even
@@ -151,12 +151,13 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
             database=self._database,
             bookmark_manager=self._driver.execute_query_bookmark_manager,
             notifications_min_severity="OFF",
+            default_access_mode=neo4j.READ_ACCESS if read_only else neo4j.WRITE_ACCESS,
         )
 
     @asynccontextmanager
-    async def _open(self) -> AsyncIterator[Session]:
+    async def _open(self, *, read_only: bool = False) -> AsyncIterator[Session]:
         # Runs only under drive(): the blocking session never suspends the coroutine.
-        with self._session() as session:
+        with self._session(read_only=read_only) as session:
             yield SyncSession(session)
 
     def _index_mode(self, dimension: int) -> IndexMode:

@@ -84,7 +84,7 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         await self.close()
 
     @asynccontextmanager
-    async def _open(self) -> AsyncIterator[Session]:
+    async def _open(self, *, read_only: bool = False) -> AsyncIterator[Session]:
         if self._closed:
             raise StoreError("the Neo4j store is closed")
         # One bookmark manager for every session: reads see this store's earlier writes even
@@ -93,6 +93,7 @@ class AsyncNeo4jStore(ops.Neo4jBase):
             database=self._database,
             bookmark_manager=self._driver.execute_query_bookmark_manager,
             notifications_min_severity="OFF",
+            default_access_mode=neo4j.READ_ACCESS if read_only else neo4j.WRITE_ACCESS,
         ) as session:
             yield AsyncSession(session)
 

@@ -84,13 +84,19 @@ class Neo4jBase(ABC):
         self._constraints_ok = False
 
     @abstractmethod
-    def _open(self) -> AbstractAsyncContextManager[Session]:
-        """A session on the store's database; StoreError once the store is closed."""
+    def _open(self, *, read_only: bool = False) -> AbstractAsyncContextManager[Session]:
+        """A session on the store's database (routed to a reader in a cluster when
+        ``read_only``); StoreError once the store is closed."""
 
     async def _read(self, work: Work[T], what: str) -> T:
+        """Run a read-only body in a session routed to readers, each of its statements an
+        auto-commit transaction: one round trip per statement, where a managed transaction
+        adds a COMMIT round trip (see :meth:`~graphmem.stores.neo4j_tx.Session.read_autocommit`).
+        Every read body here is one statement, or statements that each answer on their own
+        (recall's exact scan settles what the index did not fill): none needs a snapshot."""
         try:
-            async with self._open() as session:
-                return await session.read(work)
+            async with self._open(read_only=True) as session:
+                return await session.read_autocommit(work)
         except GraphmemError:
             raise
         except (Neo4jError, DriverError, OSError) as e:

@@ -193,8 +193,11 @@ def rank(
         if min_sim is not None and sim < min_sim:
             break
         row = unique[i]
+        # to_memory validated the memory; validating the Recall around it would do so again.
         out.append(
-            Recall(memory=to_memory(row["props"]), sim=sim, superseded=bool(row["superseded"]))
+            Recall.model_construct(
+                memory=to_memory(row["props"]), sim=sim, superseded=bool(row["superseded"])
+            )
         )
         if len(out) == k:
             break

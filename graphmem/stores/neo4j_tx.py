@@ -2,7 +2,8 @@
 
 graphmem's Neo4j work is written as coroutines over two small interfaces: :class:`Tx` (run one
 statement, get its records) and :class:`Session` (run a body in a managed read or write
-transaction, which the driver retries on transient errors). :class:`~graphmem.stores.neo4j_async.
+transaction, which the driver retries on transient errors; or a read-only body whose statements
+each run as an auto-commit transaction, retried here). :class:`~graphmem.stores.neo4j_async.
 AsyncNeo4jStore` awaits them on ``neo4j.AsyncDriver``. :class:`~graphmem.stores.neo4j.Neo4jStore`
 runs the same coroutines on the blocking ``neo4j.Driver``: its adapters never suspend, so
 :func:`drive` finishes each coroutine in one step, with no event loop. One body, one Cypher text,
@@ -16,11 +17,14 @@ one decoding, whichever driver carries it.
 
 from __future__ import annotations
 
+import asyncio
+import random
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Protocol, TypeVar
 
 import neo4j
-from neo4j.exceptions import Neo4jError, ServiceUnavailable
+from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
 from graphmem.stores.neo4j_uri import redact_uri
 
@@ -46,6 +50,36 @@ class Session(Protocol):
     async def read(self, work: Work[T]) -> T: ...
 
     async def write(self, work: Work[T]) -> T: ...
+
+    async def read_autocommit(self, work: Work[T]) -> T:
+        """Run a read-only body whose statements each run as an auto-commit transaction.
+
+        One round trip per statement: a managed transaction adds a COMMIT round trip after the
+        last record (about 0.5 ms a query on a local server), which a hot single-statement
+        read such as recall does not need. The statements of one body do not share a snapshot,
+        so only bodies whose every statement answers on its own belong here. The whole body is
+        run again on errors the driver calls retryable, as a managed transaction would be (the
+        driver leaves auto-commit transactions to their caller because a write may have
+        committed; a read is safe to repeat).
+        """
+        ...
+
+
+RETRY_FOR_S = 30.0
+"""How long a read-only auto-commit body is retried (the driver's default for managed ones)."""
+
+
+def retry_delays(first: float = 1.0, factor: float = 2.0, jitter: float = 0.2) -> Iterator[float]:
+    """Seconds to wait before each retry: exponential backoff with jitter, as the driver's."""
+    delay = first
+    while True:
+        yield delay * (1 + random.uniform(-jitter, jitter))
+        delay *= factor
+
+
+def retryable(e: BaseException) -> bool:
+    """Whether the driver deems a failed transaction worth running again."""
+    return isinstance(e, DriverError | Neo4jError) and e.is_retryable()
 
 
 def single(records: list[neo4j.Record]) -> neo4j.Record | None:
@@ -104,6 +138,18 @@ def sync_work(work: Work[T]) -> Callable[[neo4j.ManagedTransaction], T]:
     return lambda tx: drive(work(SyncTx(tx)))
 
 
+class SyncAutoTx:
+    """:class:`Tx` whose every statement is an auto-commit transaction of a blocking session."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: neo4j.Session) -> None:
+        self._session = session
+
+    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
+        return list(self._session.run(query, params))
+
+
 class SyncSession:
     """:class:`Session` over a blocking ``neo4j.Session``."""
 
@@ -117,6 +163,17 @@ class SyncSession:
 
     async def write(self, work: Work[T]) -> T:
         return self._session.execute_write(sync_work(work))
+
+    async def read_autocommit(self, work: Work[T]) -> T:
+        deadline = time.monotonic() + RETRY_FOR_S
+        for delay in retry_delays():
+            try:
+                return drive(work(SyncAutoTx(self._session)))
+            except (DriverError, Neo4jError) as e:
+                if not retryable(e) or time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+        raise AssertionError("unreachable: retry_delays() never ends")
 
 
 # ---- the async driver ------------------------------------------------------------------------
@@ -140,6 +197,19 @@ def async_work(work: Work[T]) -> Callable[[neo4j.AsyncManagedTransaction], Await
     return lambda tx: work(AsyncTx(tx))
 
 
+class AsyncAutoTx:
+    """:class:`Tx` whose every statement is an auto-commit transaction of an async session."""
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: neo4j.AsyncSession) -> None:
+        self._session = session
+
+    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
+        result = await self._session.run(query, params)
+        return [record async for record in result]
+
+
 class AsyncSession:
     """:class:`Session` over a ``neo4j.AsyncSession``."""
 
@@ -153,6 +223,17 @@ class AsyncSession:
 
     async def write(self, work: Work[T]) -> T:
         return await self._session.execute_write(async_work(work))
+
+    async def read_autocommit(self, work: Work[T]) -> T:
+        deadline = time.monotonic() + RETRY_FOR_S
+        for delay in retry_delays():
+            try:
+                return await work(AsyncAutoTx(self._session))
+            except (DriverError, Neo4jError) as e:
+                if not retryable(e) or time.monotonic() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+        raise AssertionError("unreachable: retry_delays() never ends")
 
 
 # ---- errors ----------------------------------------------------------------------------------

@@ -307,6 +307,11 @@ def test_hostile_values_reach_neo4j_only_as_parameters(
 
         execute_read = execute_write
 
+        def run(self, query: str, parameters: Any = None, **kwargs: Any) -> Any:
+            # Reads run as auto-commit statements; a non-retryable error ends them at once.
+            statements.append(query)
+            raise neo4j.exceptions.ClientError("recorded")
+
     class Driver:
         execute_query_bookmark_manager = None
 
@@ -315,6 +320,7 @@ def test_hostile_values_reach_neo4j_only_as_parameters(
 
     store = Neo4jStore(Driver())  # type: ignore[arg-type]
     store._dimension = 2  # skip the meta read
+    store._index_ready = "search"  # and the index lookup
     calls = [
         lambda: store.upsert(
             [Note(id="n", namespace="ns", content=hostile, context=hostile, embedding=[1.0, 0.0])],
@@ -322,6 +328,9 @@ def test_hostile_values_reach_neo4j_only_as_parameters(
         ),
         lambda: store.patch("ns", "n", {"content": hostile}),
         lambda: store.find_by_hash("ns", "Note", hostile),  # type: ignore[arg-type]
+        lambda: store.get("ns", "n"),
+        lambda: store.recall("ns", [1.0, 0.0], 3),
+        lambda: store.namespaces("'); MATCH (n) DETACH DELETE n //"),
     ]
     for call in calls:
         with pytest.raises(GraphmemError):
