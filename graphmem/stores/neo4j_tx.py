@@ -82,6 +82,12 @@ def retryable(e: BaseException) -> bool:
     return isinstance(e, DriverError | Neo4jError) and e.is_retryable()
 
 
+def worth_retrying(e: BaseException, delay: float, deadline: float) -> bool:
+    """Whether to run a failed read-only body again after ``delay`` seconds: the error is
+    retryable and the wait ends before ``deadline`` (a ``time.monotonic()`` value)."""
+    return retryable(e) and time.monotonic() + delay <= deadline
+
+
 def single(records: list[neo4j.Record]) -> neo4j.Record | None:
     """The first record, or None when there is none (the statements that use this return one)."""
     return records[0] if records else None
@@ -170,7 +176,7 @@ class SyncSession:
             try:
                 return drive(work(SyncAutoTx(self._session)))
             except (DriverError, Neo4jError) as e:
-                if not retryable(e) or time.monotonic() + delay > deadline:
+                if not worth_retrying(e, delay, deadline):
                     raise
             time.sleep(delay)
         raise AssertionError("unreachable: retry_delays() never ends")
@@ -230,7 +236,7 @@ class AsyncSession:
             try:
                 return await work(AsyncAutoTx(self._session))
             except (DriverError, Neo4jError) as e:
-                if not retryable(e) or time.monotonic() + delay > deadline:
+                if not worth_retrying(e, delay, deadline):
                     raise
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: retry_delays() never ends")
