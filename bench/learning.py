@@ -113,7 +113,12 @@ CONDITIONS: dict[str, Condition] = {
         ),
         Condition("notes", "notes only (fact notes)", replay=False),
         Condition(
-            "procedures", "procedures only (followed)", notes=False, follow=True, replay=False
+            "procedures",
+            "procedures only (followed; every attempt kept, vanilla)",
+            notes=False,
+            follow=True,
+            replay=False,
+            strategy=UpdateStrategy.VANILLA,
         ),
         Condition("both", "notes + procedures (followed)", follow=True, replay=False),
     )

@@ -18,9 +18,14 @@ from flows.agent import build_agent_graph, run_task
 from flows.state import AgentContext
 from flows.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
 from graphmem.embedding import HashingEmbedder
-from graphmem.examples.envs.agents import Decision, Explorer
+from graphmem.examples.envs.agents import CookingExplorer, Decision, Explorer, TwcExplorer
 from graphmem.examples.envs.base import Observation, StepResult
-from graphmem.examples.envs.procedures import Plan, ProcedureFollower, ProcedurePolicy
+from graphmem.examples.envs.procedures import (
+    Plan,
+    ProcedureFollower,
+    ProcedurePolicy,
+    plan_facts,
+)
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Procedure
 from graphmem.ops.episodes import retrieved_ids
@@ -136,6 +141,79 @@ def test_the_explorers_follow_procedures_and_say_which() -> None:
     assert explorer.followed_procedures() == ["p-cook"]
     explorer.begin("another game")
     assert explorer.followed_procedures() == []
+
+
+def test_a_step_that_carried_out_an_old_instruction_needs_the_same_one_here() -> None:
+    # The red apple is in both games, but this recipe slices it and does not fry it: the old
+    # game's "cook red apple in stove" (its "fry the red apple") does not apply here.
+    follower = ProcedureFollower([RECIPE_PLAN])
+    follower.observe("Ingredients:\n red apple\nDirections:\n slice the red apple")
+    valid = ["take red apple", "cook red apple in stove", "slice red apple"]
+    assert _walk(follower, valid) == ["take red apple"]
+    follower.observe("Directions:\n fry the red apple")  # now it is told: the step applies
+    assert _walk(follower, valid) == ["cook red apple in stove"]
+
+
+def _tidy_plan(pid: str, item: str, place: str, *, success: bool = True) -> Plan:
+    return Plan(
+        pid,
+        "tidy up",
+        (
+            (f"take {item}", f"You take the {item}."),
+            ("move east", "You are in the bedroom."),
+            (f"put {item} in {place}", f"You put the {item} in the {place}."),
+            ("take sock", "You take the sock."),
+            ("put sock in bin", "You put the sock in the bin."),
+        ),
+        success=success,
+    )
+
+
+def test_failed_plans_are_not_followed_and_their_last_unchecked_step_is_no_fact() -> None:
+    failed = _tidy_plan("p-failed", "coat", "wardrobe", success=False)
+    follower = ProcedureFollower([failed])
+    assert follower.next(["take coat", "put coat in wardrobe"], room="") is None
+    assert plan_facts(failed) == ["coat belongs in wardrobe"]  # the sock's put was the last
+    assert plan_facts(_tidy_plan("p-won", "coat", "wardrobe")) == [
+        "coat belongs in wardrobe",
+        "sock belongs in bin",
+    ]
+
+
+def test_the_explorer_takes_the_steps_of_several_plans_and_credits_only_those() -> None:
+    # Three retrieved procedures from other houses; this game has the mug and the hat, not the
+    # lamp. The steps whose objects are here are taken wherever the explorer finds their
+    # places; the lamp's procedure gave nothing and is not credited.
+    explorer = TwcExplorer()
+    explorer.begin("tidy up")
+    plans = [
+        _tidy_plan("p-lamp", "lamp", "nightstand", success=False),
+        _tidy_plan("p-mug", "mug", "sink", success=False),
+        _tidy_plan("p-hat", "hat", "hat rack", success=False),
+    ]
+    explorer.offer_procedures(plans)
+    assert explorer.act("You are in the hall.", ["take mug", "move west"], "").action == "take mug"
+    explorer.feedback("take mug", "You take the mug.", 0.1)
+    inventory = "Inventory:\n  a mug\n"
+    assert explorer.followed_procedures() == []  # taking is what the explorer does anyway
+    step = explorer.act(
+        "You are in the kitchen.", ["put mug in sink", "put mug in shelf"], inventory
+    )
+    assert step.action == "put mug in sink"
+    explorer.feedback(step.action, "You put the mug in the sink.", 0.1)
+    assert explorer.followed_procedures() == ["p-mug"]
+
+
+def test_a_note_wins_over_a_procedure_that_contradicts_it() -> None:
+    explorer = CookingExplorer()
+    explorer.begin("cook", hints=["roast means cook in oven"])
+    roast = Plan(
+        "p-roast",
+        "cook",
+        (("cook carrot in stove", "You roast the carrot with the stove."),),
+    )
+    explorer.offer_procedures([roast])
+    assert explorer.knowledge.cook_devices["roast"] == "oven"
 
 
 # ---- through the agent flow ------------------------------------------------------------------

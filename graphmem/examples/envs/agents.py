@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from graphmem.examples.envs.hints import Knowledge, fact_scope, parse_hints
-from graphmem.examples.envs.procedures import MAX_PLANS, Plan, ProcedureFollower, ProcedurePolicy
+from graphmem.examples.envs.procedures import (
+    MAX_PLANS,
+    Plan,
+    ProcedureFollower,
+    ProcedurePolicy,
+    plan_facts,
+)
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -99,6 +105,16 @@ def fact_keys(knowledge: Knowledge) -> list[FactKey]:
     return keys
 
 
+def _takes_step(key: FactKey, action: str) -> bool:
+    """Whether ``action`` is the step fact ``key`` stands for: the put of a placement, a cook
+    in a verb's device (a procedure's step with this game's ingredient)."""
+    if key[0] == "place":
+        return action == f"put {key[1]} in {key[2]}"
+    if key[0] == "cook":
+        return action.startswith("cook ") and action.endswith(f" in {key[2]}")
+    return False
+
+
 def inventory_items(inventory: str) -> list[str]:
     """Item names from TextWorldExpress' inventory text."""
     items: list[str] = []
@@ -141,13 +157,28 @@ class Explorer:
     # -- remembered procedures (graphmem.examples.envs.procedures) ---------------------------------
 
     def offer_procedures(self, plans: Sequence[Plan]) -> None:
-        """Retrieved procedures, best first: their adapted steps come before exploring."""
+        """Retrieved procedures, best first: the first few are followed step by step; the
+        steps of every one that hold in any game ("put mug in sink", "cook X in stove": where
+        an item belongs, what a verb needs) become goals, taken where their objects are here.
+
+        What memory's notes or this game already say comes first: a procedure's fact only
+        fills a gap (a device a note names for a verb is not replaced by a procedure's)."""
         self.follower = ProcedureFollower(plans)
         self.follower.observe(self.task)
+        self.plan_sources: dict[FactKey, list[str]] = {}
+        self.plans_taken: dict[str, None] = {}
+        self._acting: FactKey | None = None
+        for plan in plans:
+            known = parse_hints(plan_facts(plan))
+            self.knowledge.merge(known, sequences=False)
+            for key in fact_keys(known):
+                self.plan_sources.setdefault(key, []).append(plan.procedure_id)
 
     def followed_procedures(self) -> list[str]:
-        """The procedures this episode took steps from (what the reward should credit)."""
-        return self.follower.followed()
+        """The procedures this episode took steps from (what the reward should credit): those
+        the follower took a step of, and those whose goal step the explorer took ("put mug in
+        sink" because a procedure put the mug there)."""
+        return list(dict.fromkeys([*self.follower.followed(), *self.plans_taken]))
 
     def _follow(self, observation: str) -> Decision | None:
         """The next applicable step of a remembered procedure; a procedure followed for the
@@ -191,9 +222,11 @@ class Explorer:
                     self.sources.setdefault(key, set()).add(raw)
 
     def _use(self, *key: str) -> None:
-        """The explorer acts on fact ``key``: the hints that said it were used."""
+        """The explorer acts on fact ``key``: the hints that said it were used (a procedure
+        that said it is credited once the step the fact stands for is taken, see _choose)."""
         for raw in sorted(self.sources.get(key, ())):
             self.used.setdefault(raw)
+        self._acting = key
 
     def used_hints(self) -> list[str]:
         """The hints this episode acted on (a fact it followed, a step it replayed)."""
@@ -225,6 +258,10 @@ class Explorer:
 
     def _choose(self, action: str, thought: str) -> Decision:
         self.tried[(self.room, action)] += 1
+        if self._acting is not None and _takes_step(self._acting, action):
+            for procedure_id in self.plan_sources.get(self._acting, ()):
+                self.plans_taken.setdefault(procedure_id)
+        self._acting = None
         return Decision(action, thought)
 
     # -- shared moves ----------------------------------------------------------------------
@@ -677,7 +714,7 @@ class ChatPolicy:
     def offer_procedures(self, plans: Sequence[Plan]) -> None:
         """Show the model the steps of the best retrieved procedures (Mem^p: plan from the most
         useful past procedure); the model adapts them to what it sees."""
-        self.plans = list(plans[:MAX_PLANS])
+        self.plans = [p for p in plans if p.success][:MAX_PLANS]
         if isinstance(self.fallback, ProcedurePolicy):
             self.fallback.offer_procedures(plans)
 

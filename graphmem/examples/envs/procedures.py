@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from graphmem.examples.envs.hints import extract_facts
+from graphmem.examples.envs.hints import extract_facts, fact_scope
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -67,6 +67,9 @@ class Plan:
     procedure_id: str
     task: str
     steps: tuple[tuple[str, str], ...]
+    success: bool = True
+    """A failed attempt's steps are never followed (its moves may be what failed it); only its
+    facts that hold always are offered (:func:`plan_facts`)."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +149,8 @@ class _Adapted:
     context: dict[str, set[tuple[str, ...]]] = field(default_factory=dict)
     rooms: list[str] = field(default_factory=list)
     done: set[int] = field(default_factory=set)
+    instructions: dict[int, tuple[str, str]] = field(default_factory=dict)
+    """Steps that carried out one of the plan's instructions: index → (verb, plan object)."""
 
     @classmethod
     def of(cls, plan: Plan, rank: int) -> _Adapted:
@@ -160,7 +165,24 @@ class _Adapted:
             rooms.append(_norm(room))
             if m := _ROOM.search(observation):
                 room = m.group(1)
-        return cls(plan, rank, steps, context, rooms)
+        instructions = {
+            i: (verb, obj)
+            for i, action, observation in steps
+            if (did := _carried_out(observation))
+            for verb, obj in [did]
+            if obj in objects_of(action) and ("", verb) in context.get(obj, set())
+        }
+        return cls(plan, rank, steps, context, rooms, instructions=instructions)
+
+
+_DID = re.compile(r"^you (\w+) (?:the |a |an |some )?(.+?)(?: with .*| in .*| on .*)?\.?$")
+
+
+def _carried_out(observation: str) -> tuple[str, str] | None:
+    """(verb, object) of an observation that reports an act ("You roast the red apple with the
+    oven." → roast, red apple)."""
+    m = _DID.match(_norm(observation).split(". ", 1)[0])
+    return (m.group(1), m.group(2)) if m else None
 
 
 def _contexts(text: str, phrase: str) -> set[tuple[str, ...]]:
@@ -197,7 +219,8 @@ class ProcedureFollower:
     """
 
     def __init__(self, plans: Iterable[Plan] = (), *, max_plans: int = MAX_PLANS) -> None:
-        self.plans = [_Adapted.of(p, i) for i, p in enumerate(list(plans)[:max_plans])]
+        followable = [p for p in plans if p.success][:max_plans]
+        self.plans = [_Adapted.of(p, i) for i, p in enumerate(followable)]
         self.text = ""
         self.bindings: dict[str, str] = {}
         self.executed: set[str] = set()
@@ -252,6 +275,17 @@ class ProcedureFollower:
                 out = re.sub(rf"(?<![a-z]){re.escape(obj)}(?![a-z])", here, out)
         return out
 
+    def _instructed(self, adapted: _Adapted, index: int) -> bool:
+        """A step that carried out an instruction of the old game ("roast the red apple")
+        applies only where this game's text gives the same instruction for the object it is
+        bound to: an object both games share may have another role here."""
+        if index not in adapted.instructions:
+            return True
+        verb, obj = adapted.instructions[index]
+        here = self.bindings.get(obj, obj)
+        told = {m.group(1).strip() for m in _context_pattern(("", verb)).finditer(self.text)}
+        return here in told
+
     def _move_ok(self, adapted: _Adapted, index: int, direction: str, room: str) -> bool:
         """A remembered move applies where the plan stood in this room and went where the
         current observation shows that direction leads."""
@@ -290,6 +324,8 @@ class ProcedureFollower:
                     if here in self.executed:
                         adapted.done.add(index)  # this game did it already
                         continue
+                    if not self._instructed(adapted, index):
+                        continue  # what the old instructions said, this game's do not (yet)
                 if here not in valid or (allow is not None and not allow(valid[here])):
                     continue
                 adapted.done.add(index)
@@ -315,10 +351,30 @@ class ProcedureFollower:
         return []
 
 
+def plan_facts(plan: Plan) -> list[str]:
+    """What every game of the kind can take from ``plan``: the facts of its steps that hold
+    always (where an item belongs, what a cooking verb needs), detours dropped. Where an item
+    lay holds in that plan's layout only, so it is left out.
+
+    >>> plan_facts(Plan("p", "tidy", (("take mug", "You take the mug."),
+    ...                               ("put mug in sink", "You put the mug in the sink."))))
+    ['mug belongs in sink']
+    """
+    steps = _clean(plan.steps)
+    if not plan.success and steps and steps[-1][0] == len(plan.steps) - 1:
+        # A failed attempt's last step was never checked by what came after it (a wrong put
+        # is taken back by the next step): it is not taken as a fact.
+        steps = steps[:-1]
+    facts = extract_facts([(a, o, 1.0) for _, a, o in steps])
+    return [f for f in facts if fact_scope(f) == "always"]
+
+
 def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) -> list[Plan]:
-    """The successful procedures among ``hits`` as plans, in retrieval order; one per action
-    sequence (a distilled script and the trajectory it came from share their steps). A failed
-    procedure is not offered: its moves may be what failed the game."""
+    """The procedures among ``hits`` as plans, in retrieval order; one per action sequence (a
+    distilled script and the trajectory it came from share their steps). A failed procedure
+    (stored where the update strategy keeps failures) is offered as ``success=False``: its
+    steps are not followed, its moves may be what failed the game, but what its steps showed
+    always holds (where an item went and stayed) can be acted on."""
     from graphmem.models import Procedure
     from graphmem.ops.build import procedure_chain
 
@@ -326,7 +382,7 @@ def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) ->
     seen: set[tuple[str, ...]] = set()
     for hit in hits:
         proc = hit.memory
-        if not isinstance(proc, Procedure) or not proc.success:
+        if not isinstance(proc, Procedure):
             continue
         chain, _ = procedure_chain(memory.store, namespace, proc.id)
         steps = tuple((s.action, s.observation) for s in chain if s.action.strip())
@@ -334,5 +390,5 @@ def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) ->
         if not steps or key in seen:
             continue
         seen.add(key)
-        plans.append(Plan(proc.id, proc.task_text, steps))
+        plans.append(Plan(proc.id, proc.task_text, steps, success=proc.success))
     return plans
