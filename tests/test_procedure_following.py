@@ -154,6 +154,26 @@ def test_a_step_that_carried_out_an_old_instruction_needs_the_same_one_here() ->
     assert _walk(follower, valid) == ["cook red apple in stove"]
 
 
+def test_an_opening_is_taken_only_for_a_later_step_whose_objects_are_here() -> None:
+    plan = Plan(
+        "p-kitchen",
+        "tidy up",
+        (
+            ("open trash can", "You open the trash can. It's empty inside."),
+            ("open fridge", "You open the fridge. It's empty inside."),
+            ("take rotten apple", "You take the rotten apple."),
+            ("put rotten apple in trash can", "You put the rotten apple in the trash can."),
+            ("take carrot", "You take the carrot."),
+            ("put carrot in fridge", "You put the carrot in the fridge."),
+        ),
+    )
+    follower = ProcedureFollower([plan])
+    follower.observe("You are in the kitchen. You see a carrot, a trash can and a fridge.")
+    valid = ["open trash can", "open fridge", "take carrot", "put carrot in fridge"]
+    # This house has no rotten apple: its trash can is not opened.
+    assert _walk(follower, valid) == ["open fridge", "take carrot", "put carrot in fridge"]
+
+
 def _tidy_plan(pid: str, item: str, place: str, *, success: bool = True) -> Plan:
     return Plan(
         pid,

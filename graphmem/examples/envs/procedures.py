@@ -14,6 +14,11 @@ explores as it would without them. Nothing here knows a particular game:
   already, and one the caller rules out (``allow``);
 - **a move is followed only where the layout agrees**: the plan was in the same room and went
   to a room the current observation shows in that direction;
+- **a step that carried out an instruction of the old game** ("roast the red apple") applies
+  only where this game's text gives its object the same instruction, and **an opening** only
+  for a later step of the plan whose objects are all in this game;
+- **a failed attempt's steps are never followed**; like every offered plan it only hands over
+  the facts its steps showed that hold in any game (:func:`plan_facts`);
 - detours of the old episode (a put taken back later, repeated actions) are dropped.
 
 :meth:`ProcedureFollower.followed` names the plans a step was actually taken from: the agent
@@ -185,6 +190,10 @@ def _carried_out(observation: str) -> tuple[str, str] | None:
     return (m.group(1), m.group(2)) if m else None
 
 
+def _mentions(text: str, phrase: str) -> bool:
+    return re.search(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])", text) is not None
+
+
 def _contexts(text: str, phrase: str) -> set[tuple[str, ...]]:
     """The words before each mention of ``phrase`` that starts a line, articles dropped, after
     a leading "" ("fry the red apple" → ("", "fry"))."""
@@ -275,6 +284,24 @@ class ProcedureFollower:
                 out = re.sub(rf"(?<![a-z]){re.escape(obj)}(?![a-z])", here, out)
         return out
 
+    def _needed(self, adapted: _Adapted, index: int, valid_objects: set[str]) -> bool:
+        """An opening is taken for what the plan did after it: a step still to do on the
+        opened thing or on what it held whose objects are all in this game (the old house's
+        trash can is not opened for a rotten apple this one lacks)."""
+        _, action, shown = next(s for s in adapted.steps if s[0] == index)
+        m = _ACTION.match(action)
+        if not m or m.group(1) != "open" or _DOOR.match(action):
+            return True
+        opened, shown = m.group(2), _norm(shown)
+        for later, step, _ in adapted.steps:
+            objects = objects_of(step)
+            if later <= index or later in adapted.done or not objects:
+                continue
+            uses = opened in objects or any(_mentions(shown, o) for o in objects)
+            if uses and all(self._bind(adapted, o, valid_objects) for o in objects):
+                return True
+        return False
+
     def _instructed(self, adapted: _Adapted, index: int) -> bool:
         """A step that carried out an instruction of the old game ("roast the red apple")
         applies only where this game's text gives the same instruction for the object it is
@@ -326,6 +353,8 @@ class ProcedureFollower:
                         continue
                     if not self._instructed(adapted, index):
                         continue  # what the old instructions said, this game's do not (yet)
+                    if not self._needed(adapted, index, valid_objects):
+                        continue  # an opening for things this game does not have
                 if here not in valid or (allow is not None and not allow(valid[here])):
                     continue
                 adapted.done.add(index)
