@@ -71,6 +71,41 @@ def test_task_object_reads_the_first_sentence() -> None:
     assert task_object(BOIL) == "tin"
     assert task_object("Your task is to change the state of matter of lead. First, ...") == "lead"
     assert task_object("Your task is to measure the melting point of tin, which is ...") == "tin"
+    # A kind to find, not a thing called so: no object here is named "animal".
+    assert task_object("Your task is to find a(n) animal. First, focus on the thing.") is None
+
+
+FIND = (
+    "Your task is to find a(n) non-living thing. First, focus on the thing. Then, move it to the "
+    "orange box in the living room."
+)
+LIVING_ROOM = (
+    "This room is called the living room. In it, you see: \n\tthe agent\n\ta substance called "
+    "air\n\ta chair. On the chair is: nothing.\n\ta finger painting\n\ta orange box (containing "
+    "nothing)\n\ta table. On the table is: nothing.\nYou also see:\n\tA door to the hallway "
+    "(that is open)\n"
+)
+
+
+def test_a_find_task_replays_the_remembered_focus_instead_of_searching_for_the_kind() -> None:
+    """"Focus on the thing" in a find task means the thing found, not an object called
+    "non-living thing": the replay focuses on the remembered object once it is in sight."""
+    hint = (
+        "Your task is to find a(n) non-living thing. First, focus on the thing. Then, move it to "
+        "the orange box in the kitchen. :: open door to kitchen; go to kitchen; look around; "
+        "focus on painting; move painting to orange box"
+    )
+    agent = ReplayAdapter()
+    agent.begin(FIND, [hint])
+    actions = []
+    for _ in range(4):
+        decision = agent.act(LIVING_ROOM, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, LIVING_ROOM, 0.0)
+    assert "focus on painting" in actions, actions
+    assert actions.index("focus on painting") < actions.index("move painting to orange box")
+    moved = actions.index("move painting to orange box")
+    assert not any(a.startswith("go to") for a in actions[:moved]), actions
 
 
 def test_disambiguation_chooses_the_matching_option_not_zero() -> None:

@@ -287,7 +287,11 @@ _LISTED = re.compile(
 
 
 def task_object(task: str) -> str | None:
-    """The object of the task's first sentence: ``"Your task is to boil lead."`` -> ``lead``."""
+    """The object of the task's first sentence: ``"Your task is to boil lead."`` -> ``lead``.
+
+    None when there is none, or when it names a kind rather than a thing (``"find a(n)
+    animal"``: any animal will do, and no object here is called "animal").
+    """
     m = re.match(r"\s*Your task is to (.+?)(?:\.|, which)", task)
     if not m:
         return None
@@ -296,7 +300,9 @@ def task_object(task: str) -> str | None:
         phrase = phrase.rsplit(" of ", 1)[1]
     else:
         phrase = phrase.split(" ", 1)[1] if " " in phrase else ""
-    phrase = re.sub(r"^(?:a\(n\)|an|a|the) ", "", phrase.strip())
+    if re.match(r"(?:a\(n\)|an|a) ", phrase.strip()):
+        return None
+    phrase = re.sub(r"^the ", "", phrase.strip())
     return phrase or None
 
 
