@@ -61,7 +61,7 @@ TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NO
 """Recall 20 fact notes, keep 8 by (1-λ)·ẑ(sim) + λ·ẑ(Q): games of one kind read alike, so the
 utility Q learned from outcomes decides which notes are handed to the explorer."""
 
-PROCEDURE_RETRIEVAL = RetrievalConfig(k1=50, k2=25, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
+PROCEDURE_RETRIEVAL = RetrievalConfig(k1=100, k2=60, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 """Procedures the explorer may follow: recall 20, keep the 6 best by two-phase score (the
 successful ones among them are offered, best first; :mod:`graphmem.examples.envs.procedures` adapts
 up to three). Only those it takes steps from join the Episode, so Q is learned per procedure

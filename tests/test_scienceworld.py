@@ -88,7 +88,7 @@ LIVING_ROOM = (
 
 
 def test_a_find_task_replays_the_remembered_focus_instead_of_searching_for_the_kind() -> None:
-    """"Focus on the thing" in a find task means the thing found, not an object called
+    """ "Focus on the thing" in a find task means the thing found, not an object called
     "non-living thing": the replay focuses on the remembered object once it is in sight."""
     hint = (
         "Your task is to find a(n) non-living thing. First, focus on the thing. Then, move it to "
