@@ -200,6 +200,25 @@ def test_failed_plans_are_not_followed_and_their_last_unchecked_step_is_no_fact(
     ]
 
 
+def test_a_put_the_plan_took_back_says_where_the_item_does_not_belong() -> None:
+    plan = Plan(
+        "p-tv",
+        "tidy up",
+        (
+            ("take remote", "You take the remote."),
+            ("put remote in TV stand", "You put the remote in the TV stand."),
+            ("take remote", "You take the remote."),
+            ("put remote in coffee table", "You put the remote in the coffee table."),
+            ("look around", "You are in the living room."),
+        ),
+        success=False,
+    )
+    assert plan_facts(plan) == [
+        "remote belongs in coffee table",
+        "remote does not belong in TV stand",  # the plan's own spelling, not lowered
+    ]
+
+
 def test_the_explorer_takes_the_steps_of_several_plans_and_credits_only_those() -> None:
     # Three retrieved procedures from other houses; this game has the mug and the hat, not the
     # lamp. The steps whose objects are here are taken wherever the explorer finds their

@@ -394,8 +394,23 @@ def plan_facts(plan: Plan) -> list[str]:
         # A failed attempt's last step was never checked by what came after it (a wrong put
         # is taken back by the next step): it is not taken as a fact.
         steps = steps[:-1]
-    facts = extract_facts([(a, o, 1.0) for _, a, o in steps])
-    return [f for f in facts if fact_scope(f) == "always"]
+    # The plan's own spelling of each action (cleaning lowers its case: "TV stand").
+    facts = extract_facts([(plan.steps[i][0].strip(), o, 1.0) for i, _, o in steps])
+    facts += [f"{item} does not belong in {place}" for item, place in _taken_back(plan.steps)]
+    return [f for f in dict.fromkeys(facts) if fact_scope(f) == "always"]
+
+
+def _taken_back(steps: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(item, place) of each put the episode took back later: where the item did not belong."""
+    actions = [" ".join(a.split()) for a, _ in steps]
+    out: list[tuple[str, str]] = []
+    for i, action in enumerate(actions):
+        m = _ACTION.match(action)
+        if m and m.group(1) == "put" and m.group(4):
+            retake = f"take {m.group(2)}"
+            if any(a == retake or a.startswith(retake + " from") for a in actions[i + 1 :]):
+                out.append((m.group(2), m.group(4)))
+    return out
 
 
 def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) -> list[Plan]:
