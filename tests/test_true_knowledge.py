@@ -141,6 +141,38 @@ def test_a_layout_fact_does_not_send_the_explorer_across_the_house_first() -> No
     assert here.used_hints() == [hint]
 
 
+def test_containers_no_game_found_food_in_wait_for_the_unvisited_rooms() -> None:
+    # Memory has found ingredients in fridges and pantries, never in a wardrobe: in a bedroom
+    # the explorer looks for the red apple in the unvisited rooms first, the wardrobe last.
+    def in_bedroom(hints: Sequence[str], directions: list[tuple[str, str]]) -> CookingExplorer:
+        p = _explorer_in_hall(hints)
+        p.room, p.directions, p.held = "hall", directions, {"knife"}
+        p.containers = {"wardrobe": "hall"}
+        p.valid = frozenset({"open wardrobe", "move east", "move west"})
+        return p
+
+    memory = ["carrot is found in fridge", "flour is found in pantry"]
+    step = in_bedroom(memory, [])._explore_for(["red apple"])
+    assert step is not None and step.action == "move east"
+    step = in_bedroom([], [])._explore_for(["red apple"])
+    assert step is not None and step.action == "open wardrobe", "no memory: as before"
+    # Still to find a knife (memory never says where one lay): every container may hold it.
+    needs_knife = in_bedroom(memory, [("slice", "red apple")])
+    needs_knife.held = set()
+    step = needs_knife._explore_for(["red apple"])
+    assert step is not None and step.action == "open wardrobe"
+
+
+def test_an_unvisited_room_memory_found_food_in_comes_before_the_nearest() -> None:
+    p = _explorer_in_hall(["carrot is found in pantry"])
+    p.exits = {"hall": {"east": "bedroom", "west": "pantry"}}
+    p.containers = {}
+    p.valid = frozenset({"move west", "move east"})
+    step = p._explore_for(["red apple"])
+    assert step is not None and step.action == "move west"  # east comes first by name
+    assert p.used_hints() == []  # where a carrot lay is not where this red apple lies
+
+
 # ---- credit by use ---------------------------------------------------------------------------
 
 

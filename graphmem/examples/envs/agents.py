@@ -617,7 +617,8 @@ class CookingExplorer(Explorer):
 
     def _explore_for(self, missing: Sequence[str]) -> Decision | None:
         """Look for ``missing`` ingredients: remembered places in this room first, then the
-        room's other containers, then unvisited rooms.
+        room's other containers (those no game in memory found an ingredient in last), then
+        unvisited rooms (those memory found ingredients in first).
 
         Where an item lies holds in one layout only
         (:func:`~graphmem.examples.envs.hints.fact_scope`): a remembered place is opened when the
@@ -636,11 +637,41 @@ class CookingExplorer(Explorer):
         ]
         if go := self._trip(t for t in trips if t[2]):
             return go
+        # The knife is no ingredient (memory does not say where it lay): while the recipe may
+        # need it, every container is as likely as any other.
+        knife = not self.read or (
+            any(v in _CUT_VERBS for v, _ in self.directions) and "knife" not in self.held
+        )
+        places = set() if knife else {p for ps in self.knowledge.found_in.values() for p in ps}
+        later: list[str] = []
         for container in sorted(c for c, r in self.containers.items() if r == self.room):
             action = f"open {container}"
             if action in self.valid and not self.tried[(self.room, action)]:
+                if places and container not in places:
+                    later.append(action)  # no game in memory found an ingredient in one
+                    continue
                 return self._choose(action, f"explore: look inside the {container}")
-        return self._explore_rooms() or self._trip(t for t in trips if not t[2])
+        if go := self._toward_named_rooms(remembered, places) or self._explore_rooms():
+            return go
+        for action in later:
+            return self._choose(action, f"explore: look inside the {action[5:]} after all")
+        return self._trip(t for t in trips if not t[2])
+
+    def _toward_named_rooms(
+        self, remembered: Sequence[tuple[str, str]], places: set[str]
+    ) -> Decision | None:
+        """A step toward an unvisited room memory names, before the nearest one: where a
+        missing ingredient lay in another game, then where any ingredient did. Which room holds
+        what is drawn per game, but the kind of room that holds food is not."""
+        named = [*remembered, *(("", p) for p in sorted(places))]
+        for item, room in named:
+            if room in self.exits or not (direction := self._path_to(room)):
+                continue  # visited, a container, or not in sight
+            if go := self._go(direction, f"explore: head for the {room}, where memory found food"):
+                if item:
+                    self._use("found", item, room)
+                return go
+        return None
 
     def _trip(self, trips: Iterable[tuple[str, str, bool]]) -> Decision | None:
         """A step toward the first remembered place with a known route."""
