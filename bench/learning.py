@@ -12,10 +12,12 @@ condition plays the same stream with a fresh memory:
 - ``vanilla`` / ``validation``: ``two-phase`` with that update strategy (ablation);
 - ``notes`` / ``procedures`` / ``both`` (``--memory notes,procedures,both``): where the gain
   comes from. ``notes``: fact notes only (retrieved at the start, recalled in the task);
-  ``procedures``: procedures only, no fact notes written or read; the explorer follows the
-  steps of the successful procedures two-phase retrieval finds (adapted to the game,
-  :mod:`graphmem.examples.envs.procedures`) and only the followed ones are credited; ``both``: the
-  two.
+  ``procedures``: procedures only, no fact notes written or read, every attempt kept as a
+  procedure (vanilla update: a failed game still shows where things went); the explorer follows
+  the steps of the successful procedures two-phase retrieval finds (adapted to the game,
+  :mod:`graphmem.examples.envs.procedures`), takes the steps of every one found that hold in
+  any game where their objects are here, and only the procedures a step was taken from are
+  credited; ``both``: the two (adjustment update, as ``notes``).
 
 The agent is the LangGraph agent flow (:mod:`flows.agent`): retrieve (two-phase, an Episode
 records what was handed over) → the rule-based explorer of :mod:`graphmem.examples.envs.agents`

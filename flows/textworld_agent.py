@@ -63,13 +63,13 @@ utility Q learned from outcomes decides which notes are handed to the explorer."
 
 PROCEDURE_RETRIEVAL = RetrievalConfig(k1=100, k2=60, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 """Procedures the explorer may act on: recall 100, keep the 60 best by two-phase score. The
-successful ones among them are followed step by step, best first (the follower adapts up to three;
-:mod:`graphmem.examples.envs.procedures`); every one offered hands over the steps that hold in any game
-(where an item went, what a verb needs), taken where their objects are here. Games of one kind
-read alike, so a game needs many procedures to meet its own objects: on 80 twc games of the
-train fold at budget 30, procedures only solved 12% with k1=50, k2=25 and 19% with k1=100,
-k2=60. Only the procedures it takes steps from join the Episode, so Q is learned per procedure
-followed."""
+successful ones among them are followed step by step, best first (the follower adapts up to
+three; :mod:`graphmem.examples.envs.procedures`); every one offered hands over the steps that
+hold in any game (where an item went, what a verb needs), taken where their objects are here.
+Games of one kind read alike, so a game needs many procedures to meet its own objects: on 80
+twc games of the train fold at budget 30, procedures only solved 12% with k1=50, k2=25 and 19%
+with k1=100, k2=60. Only the procedures it takes steps from join the Episode, so Q is learned
+per procedure followed."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
 RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,))
