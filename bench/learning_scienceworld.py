@@ -76,7 +76,12 @@ GOLD_BUDGET = 500
 
 def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
     """``TASK :: a1; a2`` hints (what ReplayAdapter reads) from successful retrieved procedures."""
-    from graphmem.examples.envs.scienceworld import answer_evidence, procedure_hint
+    from graphmem.examples.envs.scienceworld import (
+        answer_evidence,
+        focused_names,
+        names_a_kind,
+        procedure_hint,
+    )
     from graphmem.ops.build import procedure_chain
 
     hints = []
@@ -85,8 +90,14 @@ def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
         if isinstance(proc, Procedure) and proc.success:
             steps, _ = procedure_chain(mem.store, NAMESPACE, proc.id)
             if steps:
-                seen = answer_evidence(proc.task_text, [(s.action, s.observation) for s in steps])
-                hints.append(procedure_hint(proc.task_text, [s.action for s in steps], seen))
+                pairs = [(s.action, s.observation) for s in steps]
+                seen = answer_evidence(proc.task_text, pairs)
+                # A task any thing of a kind will do: focus targets as the simulator named them
+                # ("dove egg", not "dove"), so the replay can stand in another egg.
+                actions = (
+                    focused_names(pairs) if names_a_kind(proc.task_text) else [a for a, _ in pairs]
+                )
+                hints.append(procedure_hint(proc.task_text, actions, seen))
     return hints
 
 

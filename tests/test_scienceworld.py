@@ -16,7 +16,10 @@ from graphmem.examples.envs.scienceworld import (
     answer_evidence,
     choose_option,
     conditions,
+    contents,
     evidence_choice,
+    focused_names,
+    names_a_kind,
     point_choice,
     point_of,
     procedure_hint,
@@ -106,6 +109,86 @@ def test_a_find_task_replays_the_remembered_focus_instead_of_searching_for_the_k
     assert actions.index("focus on painting") < actions.index("move painting to orange box")
     moved = actions.index("move painting to orange box")
     assert not any(a.startswith("go to") for a in actions[:moved]), actions
+
+
+def test_a_find_task_names_a_kind_and_focus_targets_take_the_simulators_names() -> None:
+    assert names_a_kind(FIND)
+    assert not names_a_kind(BOIL)  # "the substance" is the task's own tin
+    pairs = [
+        ("look around", "This outside location is called the outside. ..."),
+        ("focus on dove", "You focus on the dove egg."),
+        ("pick up dove", "You move the dove egg to the inventory."),
+        ("move egg dove egg in inventory to red box", "You move the dove egg to the red box."),
+    ]
+    assert focused_names(pairs) == [
+        "look around",
+        "focus on dove egg",
+        "pick up dove egg",
+        "move egg dove egg in inventory to red box",  # already the dove egg: left alone
+    ]
+    pot = [
+        ("focus on adult pea plant", "You focus on the pea plant."),
+        ("pick up flower pot 7", ""),
+    ]
+    assert focused_names(pot) == ["focus on pea plant", "pick up flower pot 7"]
+
+
+GREENHOUSE = (
+    "This room is called the greenhouse. In it, you see: \n\tthe agent\n\ta substance called air"
+    "\n\ta flower pot 1 (containing nothing)\n\ta flower pot 3 (containing a peach tree in the "
+    "adult stage, soil)\n\ta flower pot 7 (containing nothing)\n\ta jug (containing nothing)\n"
+    "You also see:\n\tA door to the hallway (that is open)\n"
+)
+FIND_PLANT = (
+    "Your task is to find a(n) plant. First, focus on the thing. Then, move it to the orange box "
+    "in the living room."
+)
+
+
+def test_contents_lists_what_the_containers_hold() -> None:
+    assert contents(GREENHOUSE) == {"peach tree": "flower pot 3", "soil": "flower pot 3"}
+
+
+def test_a_kind_task_stands_in_another_of_the_kind_and_carries_it_in_its_own_pot() -> None:
+    """The remembered run focused on a cherry tree and carried it in flower pot 7; here pot 7
+    is empty and a peach tree grows in pot 3: any plant will do, so the replay focuses on the
+    peach tree (a tree, as the remembered one was) and picks up pot 3 (a focus on the missing
+    cherry tree would be skipped, and pot 7 carries nothing)."""
+    hint = (
+        "Your task is to find a(n) plant. First, focus on the thing. Then, move it to the orange "
+        "box in the kitchen. :: look around; focus on cherry tree; pick up flower pot 7; "
+        "go to kitchen; move flower pot 7 containing cherry tree and soil in inventory to "
+        "orange box"
+    )
+    agent = ReplayAdapter()
+    agent.begin(FIND_PLANT, [hint])
+    actions = []
+    for _ in range(3):
+        decision = agent.act(GREENHOUSE, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, GREENHOUSE, 0.0)
+    assert actions[1:] == ["focus on peach tree", "pick up flower pot 3"], actions
+    assert agent.plan[-1] == (
+        "move flower pot 3 containing peach tree and soil in inventory to orange box"
+    )
+
+
+def test_a_kind_stand_in_is_never_a_thing_of_another_kind() -> None:
+    """Nothing here ends like what remembered runs focused on (a cup, a counter): the focus is
+    skipped rather than given to a chair, which might be wrong and fail the task."""
+    hint = (
+        "Your task is to find a(n) non-living thing. First, focus on the thing. Then, move it to "
+        "the orange box in the kitchen. :: look around; focus on glass cup; "
+        "move glass cup to orange box"
+    )
+    agent = ReplayAdapter()
+    agent.begin(FIND, [hint])
+    actions = []
+    for _ in range(6):
+        decision = agent.act(LIVING_ROOM, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, LIVING_ROOM, 0.0)
+    assert not any(a.startswith("focus on") for a in actions), actions
 
 
 def test_disambiguation_chooses_the_matching_option_not_zero() -> None:
@@ -387,3 +470,25 @@ def test_replay_measures_on_until_the_melting_point_decides_the_answer() -> None
     assert len(measured) == 4 and "wait1" in taken
     assert all(a == "use thermometer in inventory on substance in metal pot" for a in measured)
     assert taken[-1] == "focus on orange box"
+
+
+@pytest.mark.java
+@pytest.mark.slow
+@requires_java
+def test_find_animal_replay_stands_in_an_animal_of_the_test_variation() -> None:
+    """Train runs focused on a dove egg outside; the test variation has no dove, only a frog
+    egg, a turtle egg and a baby wolf, and its box is in another room. The replay walks to
+    where the remembered runs found their animal, focuses on one of the same kind, carries it
+    (it hatches on the way) and solves the task."""
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory
+
+    with ScienceWorldEnv("find-animal", step_budget=60, list_valid_actions=False) as env:
+        hints = []
+        for v in env.variations("train")[:5]:
+            traj = gold_trajectory(env, v, "train")
+            pairs = [(s.action, s.observation) for s in traj.steps]
+            hints.append(procedure_hint(traj.task, focused_names(pairs)))
+        result = run_episode(env, ReplayAdapter(), env.variations("test")[0], hints)
+        baseline = run_episode(env, ReplayAdapter(), env.variations("test")[0], [])
+    assert result.success, result.actions
+    assert baseline.score < result.score

@@ -268,6 +268,9 @@ def adapt_actions(actions: Sequence[str], subs: Mapping[str, str]) -> list[str]:
 
 
 _UNKNOWN_ACTION = "No known action matches that input."
+_PICKED = re.compile(r"You move the ([^.\n]+?) to the inventory\.")
+_FOCUSED = re.compile(r"You focus on the ([^.\n]+)\.")
+_CONTAINING = re.compile(r"(?:^|\t)(?:a|an) ([^\t\n(]+?) \(containing ([^)\n]*)\)", re.MULTILINE)
 _PLACEHOLDERS = frozenset(["substance", "thing", "object", "item", "material"])
 _OPTION = re.compile(r"^\s*(\d+):\s*(.+?)\s*$", re.MULTILINE)
 _CONDITION = re.compile(
@@ -304,6 +307,51 @@ def task_object(task: str) -> str | None:
         return None
     phrase = re.sub(r"^the ", "", phrase.strip())
     return phrase or None
+
+
+def names_a_kind(task: str) -> bool:
+    """Whether any thing of a kind will do: ``"find a(n) animal. First, focus on the thing."``
+
+    The task names no object of its own (:func:`task_object` is None) and says to focus on
+    a placeholder, so what a remembered run focused on was only one instance of the kind.
+    """
+    named = re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task)
+    return task_object(task) is None and any(t.split()[-1] in _PLACEHOLDERS for t in named)
+
+
+def focused_names(steps: Sequence[tuple[str, str]]) -> list[str]:
+    """``steps``' actions with each focus target written as the simulator named it.
+
+    ``focus on dove`` answered "You focus on the dove egg." makes every ``dove`` standing
+    alone ``dove egg`` (``pick up dove`` -> ``pick up dove egg``), so a replay knows what kind
+    of thing the run focused on (an egg) and can stand in another of that kind.
+    """
+    actions = [a for a, _ in steps]
+    for action, observation in steps:
+        m = _FOCUSED.search(observation)
+        if not action.startswith("focus on ") or not m:
+            continue
+        short, full = action[len("focus on ") :].strip(), m.group(1).strip()
+        if not short or short == full:
+            continue
+        alone = re.compile(rf"\b{re.escape(short)}\b")
+        if full in short:  # "adult pea plant" is the pea plant
+            actions = [alone.sub(full, a) for a in actions]
+        else:  # "dove" is the dove egg, where it is not already "dove egg"
+            actions = [full.join(alone.sub(full, part) for part in a.split(full)) for a in actions]
+    return actions
+
+
+def contents(text: str) -> dict[str, str]:
+    """What the containers a room description lists hold: ``{"peach tree": "flower pot 3"}``."""
+    held: dict[str, str] = {}
+    for container, inside in _CONTAINING.findall(text):
+        for item in re.split(r", | and ", inside):
+            item = re.sub(r"^(?:a|an|the) (?:substance called )?", "", item.strip())
+            item = re.sub(r" in the [a-z ]+ stage.*$", "", item).strip()
+            if item and item != "nothing":
+                held.setdefault(item, container.strip())
+    return held
 
 
 def conditions(task: str) -> list[tuple[str, str]]:
@@ -456,6 +504,17 @@ def _object_of(action: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def _focus_room(actions: Sequence[str]) -> str | None:
+    """The room a procedure was in at its first focus (the last ``go to`` before it)."""
+    room = None
+    for action in actions:
+        if action.startswith("focus on "):
+            return room
+        if action.startswith("go to "):
+            room = action[len("go to ") :].strip()
+    return None
+
+
 def _first_sentence(text: str) -> str:
     return text.strip().split(". ", 1)[0].strip().lower()
 
@@ -529,6 +588,16 @@ class ReplayAdapter:
                 if action.startswith("focus on ") and (obj := _object_of(action))
             )
         )
+        # Where remembered runs of this task focused: a replayed plan that started there (so
+        # never walks there) still looks there first for its thing.
+        self.focus_rooms: list[str] = list(
+            dict.fromkeys(
+                room
+                for desc, seq in procedures.items()
+                if _first_sentence(desc) == _first_sentence(task)
+                and (room := _focus_room(adapt_actions(seq, substitutions(desc, task))))
+            )
+        )
         # Answers that depend on the variation ("if conductive, place it in the red box"):
         # never replayed as remembered; decided from what this run observes.
         self.conds = conditions(task)
@@ -544,6 +613,7 @@ class ReplayAdapter:
         )
         self.tried: Counter[str] = Counter()
         self.focused: set[str] = set()
+        self.held: set[str] = set()
         self.focus_skipped = False
         self.room = ""
         self.seen = ""
@@ -571,6 +641,8 @@ class ReplayAdapter:
         self.sole_focus = (
             obj if obj and any(t.split()[-1] in _PLACEHOLDERS for t in named) else None
         )
+        # "Find a(n) animal. First, focus on the thing.": another of the remembered kind will do.
+        self.kind = names_a_kind(task)
 
     def _observe(self, text: str) -> None:
         if text and (not self.history or self.history[-1] != text):
@@ -625,7 +697,11 @@ class ReplayAdapter:
     def _in_sight(self, thing: str, inventory: str) -> bool:
         # Whole words: "thing" is not in sight because the room holds "something".
         pattern = re.compile(rf"\b{re.escape(thing)}\b")
-        return bool(pattern.search(self.seen) or pattern.search(inventory))
+        if pattern.search(self.seen) or pattern.search(inventory):
+            return True
+        # Picked up under one name and carried under another (the frog egg hatched into a
+        # common toad; "flower pot 3 containing peach tree and soil" is flower pot 3).
+        return any(re.search(rf"\b{re.escape(h)}\b", thing) for h in self.held)
 
     def _search(self) -> Decision | None:
         if not self.seen:
@@ -692,12 +768,16 @@ class ReplayAdapter:
                     ),
                     None,
                 )
+                if stand_in is None and self.kind:
+                    stand_in = self._kin_in_sight(thing, planned)
                 if stand_in:
-                    self.plan = adapt_actions(self.plan, {thing: stand_in})
+                    self.plan = adapt_actions(self.plan, self._carried(thing, stand_in))
                     action, thing = self.plan[0], stand_in
             if thing and not self._in_sight(thing, inventory):
                 # Not here: search unvisited rooms for it for a while, else skip the step
                 # (a focus on something absent would fail the task).
+                if action.startswith("focus on ") and (step := self._to_focus_room()):
+                    return step
                 if self.tried[f"search {thing}"] < 10 and (step := self._search()):
                     self.tried[f"search {thing}"] += 1
                     return step
@@ -728,6 +808,47 @@ class ReplayAdapter:
             self.done_actions.append(action)
             return self._choose(action, f"replay adapted step: {action}")
         return self._explore(set(valid_actions), inventory)
+
+    def _to_focus_room(self) -> Decision | None:
+        """A step towards a room remembered runs focused in, not visited yet in this run."""
+        for room in self.focus_rooms:
+            if room in self.visited or self.tried[f"walk {room}"] >= 30:
+                continue
+            if not self.seen:
+                return self._choose("look around", "look for doors before walking")
+            if step := self._walk(room):
+                self.tried[f"walk {room}"] += 1
+                return step
+        return None
+
+    def _kin_in_sight(self, thing: str, planned: set[str | None]) -> str | None:
+        """In a task any thing of a kind will do, one here of the kind remembered runs focused
+        on (a frog egg for a dove egg, a peach tree for a cherry tree: the same last word),
+        not used by the plan and not focused on yet."""
+        kinds = {o.split()[-1] for o in [thing, *self.stand_ins] if o}
+        here = [*visible_objects(self.seen), *contents(self.seen)]
+        return next(
+            (
+                o
+                for o in here
+                if o.split()[-1] in kinds and o not in planned and o not in self.focused
+            ),
+            None,
+        )
+
+    def _carried(self, thing: str, stand_in: str) -> dict[str, str]:
+        """The plan's substitutions for ``stand_in``: the thing itself, and the container the
+        remembered run picked up to carry it (its flower pot) by the one holding the stand-in
+        here."""
+        subs = {thing: stand_in}
+        holder = contents(self.seen).get(stand_in)
+        carried = next(
+            (o for a in self.plan[1:] if a.startswith("pick up ") and (o := _object_of(a))),
+            None,
+        )
+        if holder and carried and carried not in (thing, holder) and thing not in carried:
+            subs[carried] = holder
+        return subs
 
     def _answer_in(self, action: str) -> str | None:
         """The conditional answer (e.g. ``green box``) an action gives, if any."""
@@ -828,6 +949,8 @@ class ReplayAdapter:
                 self.measured_on = measured
             if found := _MEASURED.findall(observation):
                 self.readings.append((measured, float(found[-1])))
+        if action.startswith("pick up ") and (m := _PICKED.search(observation)):
+            self.held |= {action[len("pick up ") :].strip(), m.group(1).strip()}
         if action.startswith("focus on ") and _UNKNOWN_ACTION in observation:
             # The simulator did not take the focus (the remembered phrasing does not name
             # anything here): as good as skipped, so the later ordered answers are not given.
