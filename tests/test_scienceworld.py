@@ -173,6 +173,24 @@ def test_a_kind_task_stands_in_another_of_the_kind_and_carries_it_in_its_own_pot
     )
 
 
+def test_a_remembered_thing_found_here_is_carried_in_the_pot_it_grows_in_here() -> None:
+    """The peach tree the remembered run focused on is here too, but in pot 3, not pot 7."""
+    hint = (
+        "Your task is to find a(n) plant. First, focus on the thing. Then, move it to the orange "
+        "box in the kitchen. :: look around; focus on peach tree; pick up flower pot 7; "
+        "go to kitchen; move flower pot 7 containing peach tree and soil in inventory to "
+        "orange box"
+    )
+    agent = ReplayAdapter()
+    agent.begin(FIND_PLANT, [hint])
+    actions = []
+    for _ in range(3):
+        decision = agent.act(GREENHOUSE, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, GREENHOUSE, 0.0)
+    assert actions[1:] == ["focus on peach tree", "pick up flower pot 3"], actions
+
+
 def test_a_kind_stand_in_is_never_a_thing_of_another_kind() -> None:
     """Nothing here ends like what remembered runs focused on (a cup, a counter): the focus is
     skipped rather than given to a chair, which might be wrong and fail the task."""

@@ -804,6 +804,10 @@ class ReplayAdapter:
             if not action.startswith(("go to", "look", "wait", "open door")):
                 self._stand_in_for_missing(action, inventory)
                 action = self.plan[0]
+            if self.kind and thing and action.startswith("focus on "):
+                # The remembered plan carries its thing in the pot it grew in; here the thing
+                # may grow in another one.
+                self.plan = adapt_actions(self.plan, self._carried(thing, thing))
             self.plan.pop(0)
             self.done_actions.append(action)
             return self._choose(action, f"replay adapted step: {action}")
