@@ -510,3 +510,87 @@ def test_find_animal_replay_stands_in_an_animal_of_the_test_variation() -> None:
         baseline = run_episode(env, ReplayAdapter(), env.variations("test")[0], [])
     assert result.success, result.actions
     assert baseline.score < result.score
+
+
+OUTSIDE = (
+    "This outside location is called the outside. Here you see: \n\tthe agent\n\ta substance "
+    "called air\n\t{animal}\n\ta self watering flower pot 1 (containing a lemon tree in the "
+    "seedling stage, soil)\n\ta self watering flower pot 4 (containing a lemon seed, soil)\n"
+    "\ta self watering flower pot 5 (containing a lemon tree in the {stage} stage, soil)\n"
+    "You also see:\n\tA door to the kitchen (that is open)\n"
+)
+STAGES = (
+    "Your task is to focus on the life stages of the lemon plant, starting from earliest to "
+    "latest. The plants are located outside."
+)
+
+
+def _play(agent: ReplayAdapter, rooms: list[str], steps: int) -> list[str]:
+    actions = []
+    for i in range(steps):
+        room = rooms[min(i, len(rooms) - 1)]
+        decision = agent.act(room, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, room, 0.0)
+    return actions
+
+
+def test_stage_focuses_go_to_the_pots_that_hold_those_stages_here() -> None:
+    """The remembered run's seed grew in pot 6 and its seedling in pot 8; here the seed is in
+    pot 4 (and a seed is named by its own name) and the seedling in pot 1."""
+    hint = (
+        "Your task is to focus on the life stages of the apple plant, starting from earliest to "
+        "latest. The plants are located outside. :: look around; focus on plant in the seed "
+        "stage in self watering flower pot 6; look around; focus on apple tree in the seedling "
+        "stage in self watering flower pot 8"
+    )
+    agent = ReplayAdapter()
+    agent.begin(STAGES, [hint])
+    room = OUTSIDE.format(animal="a dove egg", stage="adult")
+    actions = _play(agent, [room], 4)
+    assert actions == [
+        "look around",
+        "focus on lemon seed in the seed stage in self watering flower pot 4",
+        "look around",
+        "focus on lemon tree in the seedling stage in self watering flower pot 1",
+    ]
+
+
+def test_a_stage_not_reached_yet_is_waited_for_not_searched_elsewhere() -> None:
+    hint = (
+        "Your task is to focus on the life stages of the apple plant, starting from earliest to "
+        "latest. The plants are located outside. :: look around; focus on apple tree in the "
+        "reproducing stage in self watering flower pot 5"
+    )
+    agent = ReplayAdapter()
+    agent.begin(STAGES, [hint])
+    young = OUTSIDE.format(animal="a dove egg", stage="adult")
+    grown = OUTSIDE.format(animal="a dove egg", stage="reproducing")
+    actions = _play(agent, [young, young, young, grown, grown], 5)
+    focus = "focus on lemon tree in the reproducing stage in self watering flower pot 5"
+    assert focus in actions, actions
+    waited = actions[1 : actions.index(focus)]
+    assert "wait1" in waited and set(waited) <= {"wait1", "look around"}, actions
+
+
+def test_a_thing_named_in_the_simulators_word_order_is_in_sight_and_waited_for() -> None:
+    """ "egg dove in outside" is the dove egg listed here; after the plan's waits the hatchling
+    is not there yet, so the replay waits and looks again instead of walking away."""
+    task = (
+        "Your task is to focus on the 4 life stages of the dove, starting from earliest to latest."
+    )
+    hint = (
+        "Your task is to focus on the 4 life stages of the turtle, starting from earliest to "
+        "latest. :: look around; focus on egg turtle in outside; wait1; wait1; "
+        "focus on hatchling turtle in outside"
+    )
+    agent = ReplayAdapter()
+    agent.begin(task, [hint])
+    egg = OUTSIDE.format(animal="a dove egg", stage="adult")
+    hatched = OUTSIDE.format(animal="a hatchling dove", stage="adult")
+    actions = _play(agent, [egg, egg, egg, egg, egg, egg, hatched, hatched], 8)
+    assert actions[:4] == ["look around", "focus on egg dove in outside", "wait1", "wait1"]
+    focus = "focus on hatchling dove in outside"
+    assert focus in actions[6:], actions
+    waited = actions[4 : actions.index(focus)]
+    assert "wait1" in waited and set(waited) <= {"wait1", "look around"}, actions

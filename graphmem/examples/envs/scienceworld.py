@@ -268,6 +268,8 @@ def adapt_actions(actions: Sequence[str], subs: Mapping[str, str]) -> list[str]:
 
 
 _UNKNOWN_ACTION = "No known action matches that input."
+_GROWING = re.compile(r"\(containing [^)\n]* in the [a-z]+ stage")
+_AT_STAGE = re.compile(r"^(.+?) in the ([a-z]+) stage in (.+)$")
 _PICKED = re.compile(r"You move the ([^.\n]+?) to the inventory\.")
 _FOCUSED = re.compile(r"You focus on the ([^.\n]+)\.")
 _CONTAINING = re.compile(r"(?:^|\t)(?:a|an) ([^\t\n(]+?) \(containing ([^)\n]*)\)", re.MULTILINE)
@@ -504,6 +506,11 @@ def _object_of(action: str) -> str | None:
     return m.group(1).strip() if m else None
 
 
+def _adapted(desc: str, task: str) -> str:
+    """A remembered task description with this task's objects, places and numbers."""
+    return adapt_actions([desc], substitutions(desc, task))[0]
+
+
 def _focus_room(actions: Sequence[str]) -> str | None:
     """The room a procedure was in at its first focus (the last ``go to`` before it)."""
     room = None
@@ -594,7 +601,7 @@ class ReplayAdapter:
             dict.fromkeys(
                 room
                 for desc, seq in procedures.items()
-                if _first_sentence(desc) == _first_sentence(task)
+                if _first_sentence(_adapted(desc, task)) == _first_sentence(task)
                 and (room := _focus_room(adapt_actions(seq, substitutions(desc, task))))
             )
         )
@@ -699,6 +706,17 @@ class ReplayAdapter:
         pattern = re.compile(rf"\b{re.escape(thing)}\b")
         if pattern.search(self.seen) or pattern.search(inventory):
             return True
+        # The simulator's own phrasing of a thing: "egg giant tortoise in outside" is the
+        # giant tortoise egg listed here (the same words, where it is).
+        core = (
+            re.sub(rf" in (?:inventory|{re.escape(self.room)})$", "", thing) if self.room else thing
+        )
+        words = sorted(core.split())
+        if len(words) > 1 and any(
+            sorted(o.split()) == words
+            for o in [*visible_objects(self.seen), *visible_objects(inventory)]
+        ):
+            return True
         # Picked up under one name and carried under another (the frog egg hatched into a
         # common toad; "flower pot 3 containing peach tree and soil" is flower pot 3).
         return any(re.search(rf"\b{re.escape(h)}\b", thing) for h in self.held)
@@ -757,6 +775,16 @@ class ReplayAdapter:
                 self.plan.pop(0)
                 continue
             thing = _object_of(action)
+            if action.startswith("focus on ") and _AT_STAGE.match(action[9:]) and self.seen:
+                if staged := self._at_stage(action[9:]):
+                    # "lemon tree in the adult stage in flower pot 9": here the adult grows in
+                    # another pot; the focus goes to the pot that holds that stage here.
+                    self.plan[0] = action = f"focus on {staged}"
+                    self.plan.pop(0)
+                    self.done_actions.append(action)
+                    return self._choose(action, f"replay adapted step: {action}")
+                if _GROWING.search(self.seen) and (step := self._wait_for(action[9:], True)):
+                    return step  # nothing at that stage yet: it grows while we wait
             if thing and not self._in_sight(thing, inventory) and action.startswith("focus on "):
                 # Not one the plan focuses on itself (a later answer given early is wrong).
                 planned = {_object_of(a) for a in [*self.plan, *self.done_actions]}
@@ -773,6 +801,8 @@ class ReplayAdapter:
                 if stand_in:
                     self.plan = adapt_actions(self.plan, self._carried(thing, stand_in))
                     action, thing = self.plan[0], stand_in
+            if thing and not self._in_sight(thing, inventory) and (step := self._wait_for(thing)):
+                return step
             if thing and not self._in_sight(thing, inventory):
                 # Not here: search unvisited rooms for it for a while, else skip the step
                 # (a focus on something absent would fail the task).
@@ -812,6 +842,42 @@ class ReplayAdapter:
             self.done_actions.append(action)
             return self._choose(action, f"replay adapted step: {action}")
         return self._explore(set(valid_actions), inventory)
+
+    def _at_stage(self, thing: str) -> str | None:
+        """``X in the S stage in P`` as it is here: what is at stage S in this room, in the
+        container that holds it (P itself when P does), named as listed here (``lemon seed in
+        the seed stage in pot 4``: a seed is the seed stage). None when ``thing`` names no
+        stage or nothing here is at that stage."""
+        m = _AT_STAGE.match(thing)
+        if not m or not self.seen:
+            return None
+        _, stage, remembered = m.groups()
+        found: list[tuple[str, str]] = []
+        for container, inside in _CONTAINING.findall(self.seen):
+            for item in re.split(r", | and ", inside):
+                item = re.sub(r"^(?:a|an|the) ", "", item.strip())
+                at = re.match(rf"^(.+?) in the {re.escape(stage)} stage\b", item)
+                if at:
+                    found.append((at.group(1), container.strip()))
+                elif stage == "seed" and re.fullmatch(r"[a-z ]*\bseed", item):
+                    found.append((item, container.strip()))
+        if not found:
+            return None
+        name, where = next((f for f in found if f[1] == remembered.strip()), found[0])
+        return f"{name} in the {stage} stage in {where}"
+
+    def _wait_for(self, thing: str, grows: bool = False) -> Decision | None:
+        """The plan waited for ``thing`` to appear here (a hatchling after the egg), or it
+        ``grows`` here: when it has not appeared yet, wait on and look again, for a while,
+        rather than search elsewhere."""
+        if not grows and not any(a.startswith("wait") for a in self.done_actions[-3:]):
+            return None
+        if self.tried[f"wait for {thing}"] >= 16:
+            return None
+        self.tried[f"wait for {thing}"] += 1
+        if self.last_action.startswith("wait"):
+            return self._choose("look around", f"has the {thing} appeared yet?")
+        return self._choose("wait1", f"the {thing} is not here yet: wait")
 
     def _to_focus_room(self) -> Decision | None:
         """A step towards a room remembered runs focused in, not visited yet in this run."""
