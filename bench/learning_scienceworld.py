@@ -12,7 +12,10 @@ budget), the gold trajectories of ``--train`` *train* variations (from position
 - ``memory``: the same agent handed the procedures graphmem retrieves for the variation's task
   description (two-phase, λ=0.5, k1=5, k2=3; an Episode records them). It replays the nearest
   one, substituting the train variation's objects by the test variation's (from the two task
-  descriptions, and objects of the same kind in sight), skipping steps that do not apply, and
+  descriptions, and objects of the same kind in sight; in a task any thing of a kind will do,
+  "find a(n) animal", another of the kind remembered runs focused on, the hints naming focus
+  targets as the simulator did), waiting for a life stage not reached yet, skipping steps that
+  do not apply, and
   deciding conditional answers ("if conductive, place it in the red box") from what this run
   observes — a measured value against the stated threshold, or the change memory saw before
   each answer — never by copying the remembered answer. After the episode,

@@ -548,7 +548,12 @@ class ReplayAdapter:
     all hints and from the doors seen so far (variations start in different rooms), a focus on
     something not in sight is skipped (a wrong focus fails the task), and actions the simulator
     does not know are passed over. An object of the replay that is not here is replaced by one
-    of its kind that is and that the plan does not use (a red wire for a blue one). An answer
+    of its kind that is and that the plan does not use (a red wire for a blue one). In a task
+    any thing of a kind will do (:func:`names_a_kind`), a remembered focus that is absent is
+    replaced by a thing here with the same last word (a frog egg for a dove egg), carried in
+    the container that holds it here, after a walk to where remembered runs focused. A thing
+    the plan waited for (a hatchling) or a life stage not reached yet is waited for, not
+    searched for elsewhere; a stage focus goes to the pot that holds that stage here. An answer
     the task makes conditional (``If C, place it in the X``) is decided anew from this run's
     observations (:func:`threshold_choice`, :func:`evidence_choice`; hints may carry the
     evidence as ``"TASK :: a1; a2 :: EVIDENCE"``) and skipped when nothing decides it. A
