@@ -90,6 +90,16 @@ LIVING_ROOM = (
 )
 
 
+def _play(agent: ReplayAdapter, rooms: list[str], steps: int) -> list[str]:
+    actions = []
+    for i in range(steps):
+        room = rooms[min(i, len(rooms) - 1)]
+        decision = agent.act(room, (), "In your inventory: ")
+        actions.append(decision.action)
+        agent.feedback(decision.action, room, 0.0)
+    return actions
+
+
 def test_a_find_task_replays_the_remembered_focus_instead_of_searching_for_the_kind() -> None:
     """ "Focus on the thing" in a find task means the thing found, not an object called
     "non-living thing": the replay focuses on the remembered object once it is in sight."""
@@ -100,11 +110,7 @@ def test_a_find_task_replays_the_remembered_focus_instead_of_searching_for_the_k
     )
     agent = ReplayAdapter()
     agent.begin(FIND, [hint])
-    actions = []
-    for _ in range(4):
-        decision = agent.act(LIVING_ROOM, (), "In your inventory: ")
-        actions.append(decision.action)
-        agent.feedback(decision.action, LIVING_ROOM, 0.0)
+    actions = _play(agent, [LIVING_ROOM], 4)
     assert "focus on painting" in actions, actions
     assert actions.index("focus on painting") < actions.index("move painting to orange box")
     moved = actions.index("move painting to orange box")
@@ -162,11 +168,7 @@ def test_a_kind_task_stands_in_another_of_the_kind_and_carries_it_in_its_own_pot
     )
     agent = ReplayAdapter()
     agent.begin(FIND_PLANT, [hint])
-    actions = []
-    for _ in range(3):
-        decision = agent.act(GREENHOUSE, (), "In your inventory: ")
-        actions.append(decision.action)
-        agent.feedback(decision.action, GREENHOUSE, 0.0)
+    actions = _play(agent, [GREENHOUSE], 3)
     assert actions[1:] == ["focus on peach tree", "pick up flower pot 3"], actions
     assert agent.plan[-1] == (
         "move flower pot 3 containing peach tree and soil in inventory to orange box"
@@ -183,11 +185,7 @@ def test_a_remembered_thing_found_here_is_carried_in_the_pot_it_grows_in_here() 
     )
     agent = ReplayAdapter()
     agent.begin(FIND_PLANT, [hint])
-    actions = []
-    for _ in range(3):
-        decision = agent.act(GREENHOUSE, (), "In your inventory: ")
-        actions.append(decision.action)
-        agent.feedback(decision.action, GREENHOUSE, 0.0)
+    actions = _play(agent, [GREENHOUSE], 3)
     assert actions[1:] == ["focus on peach tree", "pick up flower pot 3"], actions
 
 
@@ -201,11 +199,7 @@ def test_a_kind_stand_in_is_never_a_thing_of_another_kind() -> None:
     )
     agent = ReplayAdapter()
     agent.begin(FIND, [hint])
-    actions = []
-    for _ in range(6):
-        decision = agent.act(LIVING_ROOM, (), "In your inventory: ")
-        actions.append(decision.action)
-        agent.feedback(decision.action, LIVING_ROOM, 0.0)
+    actions = _play(agent, [LIVING_ROOM], 6)
     assert not any(a.startswith("focus on") for a in actions), actions
 
 
@@ -523,16 +517,6 @@ STAGES = (
     "Your task is to focus on the life stages of the lemon plant, starting from earliest to "
     "latest. The plants are located outside."
 )
-
-
-def _play(agent: ReplayAdapter, rooms: list[str], steps: int) -> list[str]:
-    actions = []
-    for i in range(steps):
-        room = rooms[min(i, len(rooms) - 1)]
-        decision = agent.act(room, (), "In your inventory: ")
-        actions.append(decision.action)
-        agent.feedback(decision.action, room, 0.0)
-    return actions
 
 
 def test_stage_focuses_go_to_the_pots_that_hold_those_stages_here() -> None:

@@ -311,14 +311,23 @@ def task_object(task: str) -> str | None:
     return phrase or None
 
 
+def _focus_targets(task: str) -> list[str]:
+    """What the task says to focus on: ``"First, focus on the thing."`` -> ``["thing"]``."""
+    return [t for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if (t := m.strip())]
+
+
+def _says_placeholder(named: Sequence[str]) -> bool:
+    """Whether a focus target is a placeholder ("the substance", "the thing")."""
+    return any(t.split()[-1] in _PLACEHOLDERS for t in named)
+
+
 def names_a_kind(task: str) -> bool:
     """Whether any thing of a kind will do: ``"find a(n) animal. First, focus on the thing."``
 
     The task names no object of its own (:func:`task_object` is None) and says to focus on
     a placeholder, so what a remembered run focused on was only one instance of the kind.
     """
-    named = re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task)
-    return task_object(task) is None and any(t.split()[-1] in _PLACEHOLDERS for t in named)
+    return task_object(task) is None and _says_placeholder(_focus_targets(task))
 
 
 def focused_names(steps: Sequence[tuple[str, str]]) -> list[str]:
@@ -344,15 +353,24 @@ def focused_names(steps: Sequence[tuple[str, str]]) -> list[str]:
     return actions
 
 
+def _contained(text: str) -> list[tuple[str, str]]:
+    """(item, container) for what the containers a room description lists hold, the item as
+    listed without its article: ``("peach tree in the adult stage", "flower pot 3")``."""
+    return [
+        (item, container.strip())
+        for container, inside in _CONTAINING.findall(text)
+        for part in re.split(r", | and ", inside)
+        if (item := re.sub(r"^(?:a|an|the) (?:substance called )?", "", part.strip()))
+        and item != "nothing"
+    ]
+
+
 def contents(text: str) -> dict[str, str]:
     """What the containers a room description lists hold: ``{"peach tree": "flower pot 3"}``."""
     held: dict[str, str] = {}
-    for container, inside in _CONTAINING.findall(text):
-        for item in re.split(r", | and ", inside):
-            item = re.sub(r"^(?:a|an|the) (?:substance called )?", "", item.strip())
-            item = re.sub(r" in the [a-z ]+ stage.*$", "", item).strip()
-            if item and item != "nothing":
-                held.setdefault(item, container.strip())
+    for item, container in _contained(text):
+        if name := re.sub(r" in the [a-z ]+ stage.*$", "", item).strip():
+            held.setdefault(name, container)
     return held
 
 
@@ -643,18 +661,16 @@ class ReplayAdapter:
         self.seen_last = ""
         # "Focus on the substance": the task's own object (boil lead -> lead), not the word.
         obj = task_object(task)
-        named = [t for m in re.findall(r"[Ff]ocus on the ([^.,]+?)[.,]", task) if (t := m.strip())]
+        named = _focus_targets(task)
         self.targets = list(
             dict.fromkeys(obj if obj and t.split()[-1] in _PLACEHOLDERS else t for t in named)
         )
         # When the task says "focus on the substance", its object is the one thing to focus on:
         # a remembered focus on anything else was the remembered variation's object, and a
         # focus on the wrong thing fails the task.
-        self.sole_focus = (
-            obj if obj and any(t.split()[-1] in _PLACEHOLDERS for t in named) else None
-        )
+        self.sole_focus = obj if obj and _says_placeholder(named) else None
         # "Find a(n) animal. First, focus on the thing.": another of the remembered kind will do.
-        self.kind = names_a_kind(task)
+        self.kind = obj is None and _says_placeholder(named)
 
     def _observe(self, text: str) -> None:
         if text and (not self.history or self.history[-1] != text):
@@ -780,15 +796,16 @@ class ReplayAdapter:
                 self.plan.pop(0)
                 continue
             thing = _object_of(action)
-            if action.startswith("focus on ") and _AT_STAGE.match(action[9:]) and self.seen:
-                if staged := self._at_stage(action[9:]):
+            target = action[len("focus on ") :] if action.startswith("focus on ") else ""
+            if target and _AT_STAGE.match(target) and self.seen:
+                if staged := self._at_stage(target):
                     # "lemon tree in the adult stage in flower pot 9": here the adult grows in
                     # another pot; the focus goes to the pot that holds that stage here.
                     self.plan[0] = action = f"focus on {staged}"
                     self.plan.pop(0)
                     self.done_actions.append(action)
                     return self._choose(action, f"replay adapted step: {action}")
-                if _GROWING.search(self.seen) and (step := self._wait_for(action[9:], True)):
+                if _GROWING.search(self.seen) and (step := self._wait_for(target, True)):
                     return step  # nothing at that stage yet: it grows while we wait
             if thing and not self._in_sight(thing, inventory) and action.startswith("focus on "):
                 # Not one the plan focuses on itself (a later answer given early is wrong).
@@ -806,9 +823,9 @@ class ReplayAdapter:
                 if stand_in:
                     self.plan = adapt_actions(self.plan, self._carried(thing, stand_in))
                     action, thing = self.plan[0], stand_in
-            if thing and not self._in_sight(thing, inventory) and (step := self._wait_for(thing)):
-                return step
             if thing and not self._in_sight(thing, inventory):
+                if step := self._wait_for(thing):
+                    return step
                 # Not here: search unvisited rooms for it for a while, else skip the step
                 # (a focus on something absent would fail the task).
                 if action.startswith("focus on ") and (step := self._to_focus_room()):
@@ -858,14 +875,11 @@ class ReplayAdapter:
             return None
         _, stage, remembered = m.groups()
         found: list[tuple[str, str]] = []
-        for container, inside in _CONTAINING.findall(self.seen):
-            for item in re.split(r", | and ", inside):
-                item = re.sub(r"^(?:a|an|the) ", "", item.strip())
-                at = re.match(rf"^(.+?) in the {re.escape(stage)} stage\b", item)
-                if at:
-                    found.append((at.group(1), container.strip()))
-                elif stage == "seed" and re.fullmatch(r"[a-z ]*\bseed", item):
-                    found.append((item, container.strip()))
+        for item, container in _contained(self.seen):
+            if at := re.match(rf"^(.+?) in the {re.escape(stage)} stage\b", item):
+                found.append((at.group(1), container))
+            elif stage == "seed" and re.fullmatch(r"[a-z ]*\bseed", item):
+                found.append((item, container))
         if not found:
             return None
         name, where = next((f for f in found if f[1] == remembered.strip()), found[0])
