@@ -836,8 +836,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=30, help="steps per game (30)")
     parser.add_argument(
         "--conditions",
-        default=",".join(MAIN),
-        help=f"comma list of {', '.join(CONDITIONS)}, or 'all' (default: {','.join(MAIN)})",
+        default=None,
+        help=f"comma list of {', '.join(CONDITIONS)}, or 'all' (default: {','.join(MAIN)}); "
+        "with --stream mixed: none, plain, flat-topk, similarity, two-phase, "
+        "similarity-nograph, two-phase-nograph (default: the first five)",
+    )
+    parser.add_argument(
+        "--stream",
+        choices=("game", "mixed"),
+        default="game",
+        help="game: one --game's stream (default); mixed: four game families interleaved, "
+        "graphmem beside plain-memory baselines (bench.learning_mixed)",
+    )
+    parser.add_argument(
+        "--handover",
+        type=int,
+        default=5,
+        help="with --stream mixed: memories that reach the agent per decision (5)",
+    )
+    parser.add_argument(
+        "--heldout",
+        action="store_true",
+        help="with --stream mixed: the held-out test seeds of bench.protocol (reported "
+        "figures); otherwise the dev-fold tuning seeds",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="with --stream mixed: conditions played at once (1)"
     )
     parser.add_argument(
         "--memory",
@@ -845,9 +869,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="memory ablation: comma list of notes, procedures, both (each beside none); "
         "replaces --conditions",
     )
-    parser.add_argument("--episodes", type=int, default=300, help="first-pass games (300)")
+    parser.add_argument(
+        "--episodes", type=int, default=None, help="first-pass games (300; mixed stream: 400)"
+    )
     parser.add_argument("--repeat", type=int, default=50, help="seeds replayed at the end (50)")
-    parser.add_argument("--block", type=int, default=BLOCK, help="games per block (50)")
+    parser.add_argument(
+        "--block", type=int, default=None, help="games per block (50; mixed stream: 100)"
+    )
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--store", choices=("disk", "memory"), default="disk")
     parser.add_argument("--grid", action="store_true", help="run the full documented grid")
@@ -870,6 +898,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Run what ``args`` ask for; returns the results and the files written."""
+    if args.stream == "mixed":
+        from bench.learning_mixed import run as run_mixed
+
+        return {"results": [], **run_mixed(args, command)}
+    if args.episodes is None:
+        args.episodes = 300
+    if args.block is None:
+        args.block = BLOCK
+    if args.conditions is None:
+        args.conditions = ",".join(MAIN)
     if args.quick:
         args.episodes, args.repeat, args.block, args.embedder = 6, 2, 3, "hashing"
     if args.episodes < 1 or args.repeat < 0 or args.block < 1 or args.budget < 1:
@@ -959,6 +997,13 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m bench.learnin
     logging.getLogger("graphmem").setLevel(logging.ERROR)  # offline-fallback notices per call
     command = " ".join([prog, *(argv if argv is not None else sys.argv[1:])])
     out = execute(args, command)
+    if "data" in out:  # --stream mixed
+        for r in out["data"]["results"]:
+            print(
+                f"  {r['condition']:<19} success {r['success']:.0%}  "
+                f"(twc+cookingworld {r['success_reading_memory']:.0%})  "
+                f"hand-over max {r['max_handover']}  memory items {r['memory_items']}"
+            )
     for res in out["results"]:
         print(f"\n{res['game']} budget {res['budget']}:")
         for r in res["rows"]:

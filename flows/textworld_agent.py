@@ -137,15 +137,24 @@ def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentStat
     change nothing. Returns the ids of the notes written (new ones and new versions).
     """
     steps = [(s["action"], s["observation"], s["reward"]) for s in state.get("steps", [])]
+    source_ref = str(state.get("episode_id") or state.get("seed", "")) or None
+    return learn_subject_facts(memory, namespace, extract_facts(steps), source_ref=source_ref)
+
+
+def learn_subject_facts(
+    memory: GraphMemory, namespace: str, facts: Sequence[str], *, source_ref: str | None = None
+) -> list[str]:
+    """:func:`learn_facts_by_subject` for facts already extracted (``source_ref``: the
+    episode or game that taught them, recorded on new versions)."""
     by_subject: dict[str, list[str]] = {}
-    for fact in extract_facts(steps):
+    for fact in facts:
         by_subject.setdefault(fact_subject(fact) or "this game", []).append(fact)
     ids: list[str] = []
-    for subject, facts in by_subject.items():
+    for subject, taught in by_subject.items():
         header = f"{FACTS_ABOUT} {subject}:"
         older = _subject_notes(memory, namespace, header)
         known = {f for note in older for f in fact_lines(note) or []}
-        merged = sorted({*facts, *(f for f in known if _negation(f) not in facts)})
+        merged = sorted({*taught, *(f for f in known if _negation(f) not in taught)})
         content = "\n".join([header, *merged])
         if not older:
             note = memory.add_note(namespace, content, tags=[FACTS_TAG, scope_tag(merged)])
@@ -163,7 +172,6 @@ def learn_facts_by_subject(memory: GraphMemory, namespace: str, state: AgentStat
                 *([f"merged {len(older)} notes"] if len(older) > 1 else []),
             ]
         )
-        source_ref = str(state.get("episode_id") or state.get("seed", "")) or None
         note = revise_note(
             memory,
             namespace,

@@ -467,6 +467,10 @@ class TwcExplorer(Explorer):
 
 
 _CUT_VERBS = ("slice", "chop", "dice")
+COMMON_SENSE_DEVICES: dict[str, str] = {"roast": "oven", "fry": "stove", "grill": "barbeque"}
+"""What any cook (and any chat model) knows without memory: the device each cooking verb
+names. The no-memory explorer starts from it, so memory is measured against the best agent we
+can write without it, not against one that guesses the device at random."""
 _RECIPE_LINE = re.compile(r"^\s*(\w+) the (.+?)\s*$")
 
 
@@ -477,11 +481,17 @@ def _has_recipe(text: str) -> bool:
 class CookingExplorer(Explorer):
     """CookingWorld: read the recipe, gather ingredients (and a knife), cut, cook, eat.
 
-    Which device a cooking verb needs (fry, roast, grill) is not in the recipe; without a hint
-    the explorer guesses among the devices it has seen, and a wrong guess fails the game.
+    Which device a cooking verb needs (fry, roast, grill) is not in the recipe: the explorer
+    knows the common-sense one (:data:`COMMON_SENSE_DEVICES`) unless ``common_sense=False``;
+    a verb it has no knowledge of is guessed among the devices it has seen, and a wrong
+    guess fails the game. Memory (a note, a procedure) overrides both.
     """
 
     name = "cooking-explorer"
+
+    def __init__(self, *, common_sense: bool = True) -> None:
+        self.common_sense = common_sense
+        super().__init__()
 
     def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
         super().begin(task, hints, seed)
@@ -543,6 +553,10 @@ class CookingExplorer(Explorer):
         if verb in self.knowledge.cook_devices:
             self._use("cook", verb, self.knowledge.cook_devices[verb])
             return self.knowledge.cook_devices[verb]
+        if self.common_sense and (known := COMMON_SENSE_DEVICES.get(verb)):
+            if known in self.devices or self._path_to(None) is None:
+                return known  # seen here, or every room seen: nothing better to go on
+            return None  # not seen yet: keep exploring, it is in another room
         if self._path_to(None) is not None and not self._gathered():
             # Rooms left and ingredients to find there: their devices may settle the guess.
             # Once every ingredient is in hand, waiting to see every room (11 in
@@ -686,8 +700,13 @@ class CookingExplorer(Explorer):
 EXPLORERS: dict[str, type[Explorer]] = {"twc": TwcExplorer, "cookingworld": CookingExplorer}
 
 
-def make_explorer(game: str) -> Explorer:
-    """The rule-based explorer for a TextWorldExpress game (a generic novelty explorer else)."""
+def make_explorer(game: str, *, common_sense: bool = True) -> Explorer:
+    """The rule-based explorer for a TextWorldExpress game (a generic novelty explorer else).
+
+    ``common_sense=False`` gives the cooking explorer no prior on cooking devices (it guesses
+    among those it has seen), as the benchmarks before the plain-baseline work ran it."""
+    if game == "cookingworld":
+        return CookingExplorer(common_sense=common_sense)
     return EXPLORERS.get(game, Explorer)()
 
 

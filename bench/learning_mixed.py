@@ -1,0 +1,731 @@
+"""A mixed TextWorldExpress stream where memory must choose: graphmem beside plain memories.
+
+Games of four families (twc, cookingworld, coin, mapreader) are interleaved into one stream
+that every condition plays in the same order (paired episodes). After each game the facts it
+taught ("red apple belongs in fridge", "roast means cook in oven", "coin is found in pantry")
+are written to the condition's memory, so memory grows to hundreds or thousands of items, far
+more than the agent is handed; cookingworld's games all share one task text, so look-alikes
+arise on their own, and where things lie in a coin or cooking game holds for that game only.
+
+The agent is the rule-based explorer of :mod:`graphmem.examples.envs.agents` for each family
+(the generic novelty explorer in coin and mapreader, which reads no hints: those families
+only fill memory with items that do not help). It asks memory at the start of a game (the task
+text) and during it (``recall_queries``: "where does the wet towel belong", "roast means cook
+in which device"). What each ask returns is one *decision*; at most ``--handover K`` memories
+reach the agent per decision in every condition but ``plain``.
+
+Conditions (``--conditions``):
+
+- ``none``: the best explorer without memory (it knows the common-sense cooking devices);
+- ``plain``: every memory so far handed over at the start (a set of all facts; no retrieval);
+- ``flat-topk``: one item per game in LangGraph's ``InMemoryStore`` with its vector index,
+  ``search(query, limit=K)``: a flat top-k by cosine, no utility, no graph (what a LangGraph
+  store search, or LangMem over it, gives);
+- ``similarity`` / ``two-phase``: graphmem (embedded store) as its agent flow writes facts: one
+  note per subject, consolidated into new versions (EVOLVED_FROM) as games teach more, A-MEM
+  evolution (links, refreshed neighbours); retrieval k1 candidates, K kept, λ = 0 or 0.5;
+  credit by use (only the notes whose facts the explorer acted on join the Episode), then
+  ``finish_episode`` (Q ← Q + α(R − Q));
+- ``similarity-nograph`` / ``two-phase-nograph``: graphmem over the very items ``flat-topk``
+  holds (one note per game, no consolidation, no links, no evolution): the graph off.
+
+Seeds come from :mod:`bench.protocol`: the dev fold for tuning, the held-out test range with
+``--heldout`` (the only figures reported).
+
+Run::
+
+    python -m bench.learning --stream mixed --handover 5 --heldout
+    python -m bench.learning --stream mixed --episodes 80 --conditions none,flat-topk,two-phase
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Protocol
+
+from bench.common import (
+    machine_info,
+    machine_markdown,
+    markdown_table,
+    matplotlib_figure,
+    progress_bar,
+    write_results,
+)
+from bench.paired import compare
+from bench.protocol import stream_range
+
+FAMILIES = ("twc", "cookingworld", "coin", "mapreader")
+"""The interleaved game families (explorers that read memory: twc and cookingworld)."""
+
+ORDER_SEED = 20_261_125
+"""Seeds the order in which families interleave (the same for every condition)."""
+
+HANDOVER = 5
+"""Memories that reach the agent per decision (MemRL's top-k)."""
+
+CANDIDATES = 4
+"""graphmem's phase A recalls ``CANDIDATES × K`` candidates for phase B to choose K from."""
+
+BLOCK = 100
+"""Episodes per block of the learning curve."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    label: str
+    kind: str
+    """none, plain, flat, graphmem."""
+    lam: float = 0.0
+    graph: bool = True
+
+
+CONDITIONS: dict[str, Condition] = {
+    c.name: c
+    for c in (
+        Condition("none", "no memory (best explorer without it)", "none"),
+        Condition("plain", "every memory handed over (no retrieval)", "plain"),
+        Condition("flat-topk", "LangGraph InMemoryStore search, top-K by cosine", "flat"),
+        Condition("similarity", "graphmem λ=0 (subject notes, evolution)", "graphmem", 0.0),
+        Condition("two-phase", "graphmem λ=0.5 (subject notes, evolution)", "graphmem", 0.5),
+        Condition(
+            "similarity-nograph",
+            "graphmem λ=0 over flat-topk's items (graph off)",
+            "graphmem",
+            0.0,
+            graph=False,
+        ),
+        Condition(
+            "two-phase-nograph",
+            "graphmem λ=0.5 over flat-topk's items (graph off)",
+            "graphmem",
+            0.5,
+            graph=False,
+        ),
+    )
+}
+DEFAULT_CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase")
+
+
+def mixed_plan(
+    n: int, *, start: int = 0, families: Sequence[str] = FAMILIES
+) -> list[tuple[str, int]]:
+    """The stream: ``n`` (family, seed) episodes, families interleaved in rounds of one game
+    each (shuffled per round), each family's seeds running upward from ``start``.
+
+    >>> mixed_plan(6, start=10, families=("a", "b", "c"))[:3]
+    [('b', 10), ('a', 10), ('c', 10)]
+    """
+    rng = random.Random(ORDER_SEED)
+    plan: list[tuple[str, int]] = []
+    next_seed = dict.fromkeys(families, start)
+    while len(plan) < n:
+        round_ = list(families)
+        rng.shuffle(round_)
+        for family in round_[: n - len(plan)]:
+            plan.append((family, next_seed[family]))
+            next_seed[family] += 1
+    return plan
+
+
+# ---- memories: what each condition stores and hands over -----------------------------------
+
+
+@dataclass(frozen=True)
+class Offer:
+    """One memory handed to the agent: its id and the facts it says."""
+
+    id: str
+    facts: tuple[str, ...]
+
+
+class Memory(Protocol):
+    """What the stream runner needs of a condition's memory."""
+
+    def start(self, task: str) -> list[Offer]: ...
+
+    def recall(self, question: str) -> list[Offer]: ...
+
+    def finish(self, task: str, used: Sequence[str], success: bool) -> None: ...
+
+    def learn(self, family: str, task: str, facts: Sequence[str]) -> None: ...
+
+    def size(self) -> int: ...
+
+
+def game_note(task: str, facts: Sequence[str]) -> str:
+    """One game's facts as a note's text (the header ties it to the task it helps)."""
+    from flows.textworld_agent import FACTS_HEADER
+
+    return "\n".join([f"{FACTS_HEADER} {task}", *facts])
+
+
+class NoMemory:
+    def start(self, task: str) -> list[Offer]:
+        return []
+
+    def recall(self, question: str) -> list[Offer]:
+        return []
+
+    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
+        pass
+
+    def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
+        pass
+
+    def size(self) -> int:
+        return 0
+
+
+class PlainMemory(NoMemory):
+    """Every game's facts, all handed over when a game starts."""
+
+    def __init__(self) -> None:
+        self.items: list[Offer] = []
+
+    def start(self, task: str) -> list[Offer]:
+        return list(self.items)
+
+    def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
+        if facts:
+            self.items.append(Offer(str(len(self.items)), tuple(facts)))
+
+    def size(self) -> int:
+        return len(self.items)
+
+
+class FlatTopK(NoMemory):
+    """A flat vector list: LangGraph's InMemoryStore with an index, one item per game."""
+
+    def __init__(self, embedder: Any, k: int) -> None:
+        from langgraph.store.memory import InMemoryStore
+
+        self.k = k
+        self.store = InMemoryStore(
+            index={
+                "dims": embedder.dimension,
+                "embed": lambda texts: embedder.embed(list(texts)).tolist(),
+                "fields": ["text"],
+            }
+        )
+        self.count = 0
+
+    def _search(self, query: str) -> list[Offer]:
+        found = self.store.search(("mixed",), query=query, limit=self.k)
+        return [Offer(item.key, tuple(item.value["facts"])) for item in found]
+
+    def start(self, task: str) -> list[Offer]:
+        return self._search(task)
+
+    def recall(self, question: str) -> list[Offer]:
+        return self._search(question)
+
+    def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
+        if facts:
+            self.store.put(
+                ("mixed",), str(self.count), {"text": game_note(task, facts), "facts": list(facts)}
+            )
+            self.count += 1
+
+    def size(self) -> int:
+        return self.count
+
+
+class GraphmemMemory(NoMemory):
+    """graphmem: fact notes, two-phase retrieval, credit by use, and (graph on) consolidation
+    by subject with A-MEM evolution."""
+
+    namespace = "mixed"
+
+    def __init__(self, embedder: Any, condition: Condition, k: int, store_dir: Path | None):
+        from graphmem.config import MemoryConfig, RetrievalConfig
+        from graphmem.memory import GraphMemory
+        from graphmem.models import MemoryKind
+        from graphmem.stores.embedded import EmbeddedStore
+
+        store = EmbeddedStore.open(store_dir) if store_dir else EmbeddedStore.in_memory()
+        self.mem = GraphMemory(store, embedder=embedder, config=MemoryConfig())
+        self.graph = condition.graph
+        self.config = RetrievalConfig(
+            k1=CANDIDATES * k, k2=k, lam=condition.lam, kinds=(MemoryKind.NOTE,)
+        )
+        self.offered: dict[str, Any] = {}
+
+    def _retrieve(self, query: str) -> list[Offer]:
+        from flows.textworld_agent import fact_lines
+
+        found = self.mem.retrieve(self.namespace, query, self.config)
+        offers = []
+        for hit in found.hits:
+            facts = fact_lines(hit.memory) or []
+            self.offered.setdefault(hit.memory.id, hit)
+            offers.append(Offer(hit.memory.id, tuple(facts)))
+        return offers
+
+    def start(self, task: str) -> list[Offer]:
+        self.offered = {}
+        return self._retrieve(task)
+
+    def recall(self, question: str) -> list[Offer]:
+        return self._retrieve(question)
+
+    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
+        from graphmem.ops.episodes import record_retrieval
+        from graphmem.ops.retrieve import Retrieval
+
+        episode = self.mem.start_episode(self.namespace, task)
+        hits = [self.offered[i] for i in used if i in self.offered]
+        if hits:
+            record = Retrieval(namespace=self.namespace, query=task, config=self.config, hits=hits)
+            record_retrieval(self.mem.store, record, episode_id=episode.id)
+        self.mem.finish_episode(self.namespace, episode.id, 1.0 if success else 0.0)
+
+    def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
+        from flows.textworld_agent import FACTS_TAG, learn_subject_facts
+        from graphmem.examples.envs.hints import scope_tag
+
+        if not facts:
+            return
+        if not self.graph:
+            self.mem.add_note(
+                self.namespace, game_note(task, facts), tags=[FACTS_TAG, scope_tag(facts)]
+            )
+            return
+        for note_id in learn_subject_facts(self.mem, self.namespace, facts):
+            self.mem.evolve(self.namespace, note_id)
+
+    def size(self) -> int:
+        counts = self.mem.store.counts(self.namespace)
+        return sum(n for kind, n in counts.items() if kind == "Note")
+
+
+def make_memory(
+    condition: Condition, embedder: Any, k: int, store_dir: Path | None = None
+) -> Memory:
+    if condition.kind == "none":
+        return NoMemory()
+    if condition.kind == "plain":
+        return PlainMemory()
+    if condition.kind == "flat":
+        return FlatTopK(embedder, k)
+    return GraphmemMemory(embedder, condition, k, store_dir)
+
+
+# ---- playing the stream ---------------------------------------------------------------------
+
+
+@dataclass
+class Game:
+    """One episode of the stream as a condition played it."""
+
+    family: str
+    seed: int
+    success: bool
+    steps: int
+    decisions: list[int] = field(default_factory=list)
+    """Memories handed over at each decision (the start, then each recall question)."""
+    used: int = 0
+    """Memories whose facts the explorer acted on."""
+    seconds: float = 0.0
+
+
+@dataclass
+class Run:
+    condition: str
+    games: list[Game] = field(default_factory=list)
+    memory_items: int = 0
+    seconds: float = 0.0
+
+
+def _facts(offers: Sequence[Offer]) -> list[str]:
+    return list(dict.fromkeys(f for o in offers for f in o.facts))
+
+
+def play_stream(
+    condition: Condition,
+    plan: Sequence[tuple[str, int]],
+    *,
+    fold: str,
+    budget: int,
+    handover: int,
+    embedder: Any,
+    envs: dict[str, Any],
+    progress: Callable[[], None] | None = None,
+) -> Run:
+    """Play ``plan`` in order with ``condition``'s memory; every game's facts are learned."""
+    from graphmem.examples.envs.agents import make_explorer
+    from graphmem.examples.envs.hints import extract_facts
+
+    memory = make_memory(condition, embedder, handover)
+    run = Run(condition.name)
+    started = time.perf_counter()
+    for family, seed in plan:
+        t0 = time.perf_counter()
+        env = envs[family]
+        obs = env.reset(seed, fold=fold)
+        offers = memory.start(obs.task)
+        decisions = [len(offers)]
+        sources = {o.id: set(o.facts) for o in offers}
+        policy: Any = make_explorer(family)
+        policy.begin(obs.task, hints=_facts(offers), seed=seed)
+        steps: list[tuple[str, str, float]] = [("", obs.text, 0.0)]
+        result = None
+        while True:
+            for question in policy.recall_queries(obs.text, obs.valid_actions, obs.inventory):
+                found = memory.recall(question)
+                decisions.append(len(found))
+                for o in found:
+                    sources.setdefault(o.id, set()).update(o.facts)
+                policy.add_hints(_facts(found))
+            decision = policy.act(obs.text, obs.valid_actions, obs.inventory)
+            result = env.step(decision.action)
+            policy.feedback(decision.action, result.observation.text, result.reward)
+            steps.append((decision.action, result.observation.text, result.reward))
+            obs = result.observation
+            if result.done:
+                break
+        acted = set(policy.used_hints()) if hasattr(policy, "used_hints") else set()
+        used = [i for i, facts in sources.items() if facts & acted]
+        memory.finish(obs.task, used, result.success)
+        memory.learn(family, obs.task, extract_facts(steps))
+        run.games.append(
+            Game(
+                family,
+                seed,
+                bool(result.success),
+                len(steps) - 1,
+                decisions,
+                len(used),
+                time.perf_counter() - t0,
+            )
+        )
+        if progress:
+            progress()
+    run.memory_items = memory.size()
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def open_envs(families: Sequence[str], budget: int) -> dict[str, Any]:
+    from graphmem.examples.envs.textworld import TextWorldEnv
+
+    return {f: TextWorldEnv(f, step_budget=budget) for f in families}
+
+
+def _play_one(
+    name: str,
+    plan: Sequence[tuple[str, int]],
+    fold: str,
+    budget: int,
+    handover: int,
+    embedder_name: str,
+) -> Run:
+    """One condition in a worker process (its own JVMs and embedder)."""
+    import logging
+
+    from bench.learning import make_embedder
+
+    logging.getLogger("graphmem").setLevel(logging.ERROR)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    envs = open_envs(sorted({f for f, _ in plan}), budget)
+    try:
+        return play_stream(
+            CONDITIONS[name],
+            plan,
+            fold=fold,
+            budget=budget,
+            handover=handover,
+            embedder=make_embedder(embedder_name),
+            envs=envs,
+        )
+    finally:
+        for env in envs.values():
+            env.close()
+
+
+# ---- summarising ------------------------------------------------------------------------------
+
+
+def _rate(games: Sequence[Game]) -> float:
+    return sum(g.success for g in games) / len(games) if games else float("nan")
+
+
+def summary_row(run: Run, families: Sequence[str], block: int) -> dict[str, Any]:
+    games = run.games
+    memory_families = [g for g in games if g.family in ("twc", "cookingworld")]
+    return {
+        "condition": run.condition,
+        "episodes": len(games),
+        "success": _rate(games),
+        "success_reading_memory": _rate(memory_families),
+        "by_family": {f: _rate([g for g in games if g.family == f]) for f in families},
+        "success_per_block": [_rate(games[i : i + block]) for i in range(0, len(games), block)],
+        "mean_steps": sum(g.steps for g in games) / len(games) if games else float("nan"),
+        "max_handover": max((max(g.decisions) for g in games if g.decisions), default=0),
+        "mean_handover": (
+            sum(sum(g.decisions) for g in games) / max(1, sum(len(g.decisions) for g in games))
+        ),
+        "decisions_per_game": sum(len(g.decisions) for g in games) / max(1, len(games)),
+        "games_using_memory": sum(1 for g in games if g.used) / max(1, len(games)),
+        "memory_items": run.memory_items,
+        "seconds_per_episode": run.seconds / max(1, len(games)),
+    }
+
+
+COMPARISONS = (
+    ("two-phase", "flat-topk"),
+    ("two-phase", "similarity"),
+    ("two-phase", "plain"),
+    ("two-phase", "none"),
+    ("similarity", "flat-topk"),
+    ("two-phase-nograph", "flat-topk"),
+    ("two-phase-nograph", "similarity-nograph"),
+    ("two-phase", "two-phase-nograph"),
+    ("plain", "none"),
+    ("flat-topk", "none"),
+)
+
+
+def comparisons(runs: dict[str, Run]) -> list[dict[str, Any]]:
+    out = []
+    for a, b in COMPARISONS:
+        if a not in runs or b not in runs:
+            continue
+        for scope, keep in (("all", None), ("twc+cookingworld", ("twc", "cookingworld"))):
+            xs = [float(g.success) for g in runs[a].games if keep is None or g.family in keep]
+            ys = [float(g.success) for g in runs[b].games if keep is None or g.family in keep]
+            p = compare(xs, ys)
+            out.append({"a": a, "b": b, "scope": scope, **asdict(p)})
+    return out
+
+
+def targets(cmp: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The issue's targets on the mixed stream: two-phase ≥ flat-topk + 5 and ≥ similarity + 5
+    points at p < 0.01, and not below plain by more than 5 points."""
+    by = {(c["a"], c["b"], c["scope"]): c for c in cmp}
+    rows = []
+    for b, need, test in (
+        ("flat-topk", "≥ +5 pp, p < 0.01", lambda c: c["diff"] >= 0.05 and c["p_sign"] < 0.01),
+        ("similarity", "≥ +5 pp, p < 0.01", lambda c: c["diff"] >= 0.05 and c["p_sign"] < 0.01),
+        ("plain", "≥ −5 pp", lambda c: c["diff"] >= -0.05),
+    ):
+        c = by.get(("two-phase", b, "all"))
+        if c is None:
+            continue
+        rows.append(
+            [
+                f"two-phase vs {b}",
+                need,
+                f"{100 * c['diff']:+.1f} pp",
+                f"{c['p_sign']:.3g}",
+                "met" if test(c) else "missed",
+            ]
+        )
+    return rows
+
+
+def _pct(x: float) -> str:
+    return "–" if x != x else f"{x:.0%}"
+
+
+def markdown(data: dict[str, Any]) -> str:
+    setup, rows, cmp = data["setup"], data["results"], data["comparisons"]
+    families = setup["families"]
+    lines = [
+        f"# Mixed TextWorldExpress stream, hand-over K = {setup['handover']} "
+        f"({'held-out' if setup['heldout'] else 'tuning'} run)",
+        "",
+        f"Command: `{setup['command']}`",
+        "",
+        machine_markdown(setup["machine"]),
+        "",
+        f"- stream: {setup['episodes']} games, {', '.join(families)} interleaved (the same "
+        f"order for every condition), {setup['fold']} fold, seeds from {setup['seed_start']} "
+        f"per family ({setup['protocol']}); budget {setup['budget']} steps",
+        f"- embedder: {setup['embedder']}; graphmem retrieval k1 = {setup['k1']}, "
+        f"k2 = K = {setup['handover']}; α = 0.1, rewards {{0, 1}}, Q0 = 0.5",
+        "- explorers: twc and cookingworld read memory's facts; coin and mapreader use the "
+        "generic novelty explorer, which reads none (their games only add items to memory)",
+        f"- wall time: {setup['seconds']:.0f} s",
+        "",
+        "## Success",
+        "",
+    ]
+    head = [
+        "condition",
+        "success",
+        *[f"{f}" for f in families],
+        "mean steps",
+        "max / mean hand-over",
+        "asks per game",
+        "games using memory",
+        "memory items",
+        "s/episode",
+    ]
+    labels = {c.name: c.label for c in CONDITIONS.values()}
+    table = [
+        [
+            f"`{r['condition']}` {labels.get(r['condition'], '')}",
+            _pct(r["success"]),
+            *[_pct(r["by_family"][f]) for f in families],
+            f"{r['mean_steps']:.1f}",
+            f"{r['max_handover']} / {r['mean_handover']:.1f}",
+            f"{r['decisions_per_game']:.1f}",
+            _pct(r["games_using_memory"]),
+            str(r["memory_items"]),
+            f"{r['seconds_per_episode']:.2f}",
+        ]
+        for r in rows
+    ]
+    lines.append(markdown_table(head, table))
+    blocks = max(len(r["success_per_block"]) for r in rows)
+    block = setup["block"]
+    lines += ["", f"## Success per block of {block}", ""]
+    lines.append(
+        markdown_table(
+            ["condition", *[f"{i * block + 1}–{(i + 1) * block}" for i in range(blocks)]],
+            [[r["condition"], *map(_pct, r["success_per_block"])] for r in rows],
+        )
+    )
+    lines += [
+        "",
+        "## Paired comparisons",
+        "",
+        "Same episodes, episode by episode: difference of success rates, games where the first "
+        "won and the second lost (and the reverse), exact two-sided sign test, 95 % bootstrap "
+        "interval.",
+        "",
+    ]
+    lines.append(
+        markdown_table(
+            ["a vs b", "games", "Δ success", "a only / b only", "sign test p", "95 % CI"],
+            [
+                [
+                    f"{c['a']} vs {c['b']}",
+                    f"{c['scope']} ({c['n']})",
+                    f"{100 * c['diff']:+.1f} pp",
+                    f"{c['better']} / {c['worse']}",
+                    f"{c['p_sign']:.3g}",
+                    f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]",
+                ]
+                for c in cmp
+            ],
+        )
+    )
+    if target_rows := targets(cmp):
+        lines += ["", "## Targets", ""]
+        lines.append(markdown_table(["comparison", "target", "Δ", "p", ""], target_rows))
+    return "\n".join(lines) + "\n"
+
+
+def plot(path: Path, data: dict[str, Any]) -> Path:
+    block = data["setup"]["block"]
+    with matplotlib_figure(path, width=9, height=4.5) as fig:
+        ax = fig.subplots(1, 1)
+        for r in data["results"]:
+            xs = [(i + 1) * block for i in range(len(r["success_per_block"]))]
+            style = "o--" if r["condition"] in ("none", "plain") else "o-"
+            ax.plot(xs, r["success_per_block"], style, label=r["condition"])
+        ax.set_xlabel("games played")
+        ax.set_ylabel(f"success per block of {block}")
+        ax.set_ylim(0, 1)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        ax.set_title(f"mixed TextWorldExpress stream, K = {data['setup']['handover']}")
+    return path
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """``python -m bench.learning --stream mixed``: play every condition, write the results."""
+    names = (
+        list(DEFAULT_CONDITIONS)
+        if not args.conditions
+        else (list(CONDITIONS) if args.conditions == "all" else args.conditions.split(","))
+    )
+    if unknown := [n for n in names if n not in CONDITIONS]:
+        raise SystemExit(
+            f"unknown condition(s) {', '.join(unknown)} for --stream mixed; "
+            f"known: {', '.join(CONDITIONS)}"
+        )
+    if args.handover < 1:
+        raise SystemExit("--handover must be at least 1")
+    episodes = args.episodes if args.episodes is not None else 400
+    if args.quick:
+        episodes, args.embedder = 8, "hashing"
+    if episodes < 1 or args.budget < 1:
+        raise SystemExit("--episodes and --budget must be positive")
+    seeds = stream_range(heldout=args.heldout)
+    plan = mixed_plan(episodes, start=seeds.start)
+    block = min(BLOCK, episodes) if args.block is None else args.block
+    machine = machine_info()
+    started = time.perf_counter()
+    runs: dict[str, Run] = {}
+    jobs = max(1, min(args.jobs, len(names)))
+    bar = progress_bar(len(names), "conditions", enabled=not args.no_progress)
+    try:
+        if jobs == 1:
+            for name in names:
+                runs[name] = _play_one(
+                    name, plan, seeds.fold, args.budget, args.handover, args.embedder
+                )
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = {
+                    name: pool.submit(
+                        _play_one,
+                        name,
+                        plan,
+                        seeds.fold,
+                        args.budget,
+                        args.handover,
+                        args.embedder,
+                    )
+                    for name in names
+                }
+                for name, future in futures.items():
+                    runs[name] = future.result()
+                    bar.update(1)
+    finally:
+        bar.close()
+    from bench.learning import embedder_label
+
+    rows = [summary_row(runs[n], FAMILIES, block) for n in names]
+    data = {
+        "setup": {
+            "command": command,
+            "machine": machine,
+            "heldout": bool(args.heldout),
+            "protocol": seeds.purpose,
+            "fold": seeds.fold,
+            "seed_start": seeds.start,
+            "families": list(FAMILIES),
+            "episodes": episodes,
+            "budget": args.budget,
+            "handover": args.handover,
+            "k1": CANDIDATES * args.handover,
+            "block": block,
+            "embedder": embedder_label(args.embedder),
+            "conditions": {n: asdict(CONDITIONS[n]) for n in names},
+            "seconds": time.perf_counter() - started,
+        },
+        "plan": plan,
+        "results": rows,
+        "comparisons": comparisons(runs),
+        "episodes": {n: [asdict(g) for g in r.games] for n, r in runs.items()},
+    }
+    name = f"learning_mixed_k{args.handover}_{'heldout' if args.heldout else seeds.fold}"
+    name += f"_{args.tag}" if args.tag else ""
+    files = write_results(args.out, name, data, markdown(data))
+    files.append(plot(args.out / f"{name}.png", data))
+    return {"data": data, "files": files, "runs": runs}

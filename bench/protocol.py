@@ -1,0 +1,44 @@
+"""Where the learning benchmarks may be tuned, and where their reported figures come from.
+
+This module is the one place that lists folds and seed ranges. The rule:
+
+- **Tuning** (choosing parameters, writing agent rules, trying designs) uses only the ``train``
+  and ``dev`` folds, on the ranges in :data:`TUNING`. Tests use these too.
+- **Reported figures** (README, bench/results) come from ``--heldout`` runs on the ``test``
+  fold, on the range in :data:`HELDOUT`, which no commit message, test or comment names
+  otherwise, and which is run only once a design is frozen. Older commits tuned on test-fold
+  seeds 0-299 and 1000-1099 (and ScienceWorld's test variations 0-1); those ranges are
+  therefore not held out and are not reused for reported figures.
+
+A run records which of the two it was (``protocol`` in its JSON) so a table can be traced to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SeedRange:
+    """A fold and the first seed of a stream drawn from it (seeds run upward from ``start``)."""
+
+    fold: str
+    start: int
+    purpose: str
+
+    def seeds(self, n: int) -> range:
+        return range(self.start, self.start + n)
+
+
+TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design choices")
+"""TextWorldExpress tuning stream (dev fold)."""
+
+TRAIN = SeedRange("train", 0, "tuning on the train fold (e.g. procedure retrieval parameters)")
+
+HELDOUT = SeedRange("test", 40_000, "reported figures only; never tuned on")
+"""TextWorldExpress held-out stream: test fold, seeds from 40,000 up."""
+
+
+def stream_range(*, heldout: bool) -> SeedRange:
+    """The range a mixed stream draws its seeds from."""
+    return HELDOUT if heldout else TUNING
