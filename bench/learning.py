@@ -861,6 +861,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "figures); otherwise the dev-fold tuning seeds",
     )
     parser.add_argument(
+        "--items",
+        choices=("experiences", "facts"),
+        default="experiences",
+        help="with --stream mixed: what memory holds: past games to follow (experiences, "
+        "default) or the facts they taught (facts)",
+    )
+    parser.add_argument(
         "--jobs", type=int, default=1, help="with --stream mixed: conditions played at once (1)"
     )
     parser.add_argument(

@@ -140,10 +140,12 @@ def mixed_plan(
 
 @dataclass(frozen=True)
 class Offer:
-    """One memory handed to the agent: its id and the facts it says."""
+    """One memory handed to the agent: its id and the facts it says (a fact item), or the
+    experience it is (a past game's task key, steps and outcome, as a plan to follow)."""
 
     id: str
-    facts: tuple[str, ...]
+    facts: tuple[str, ...] = ()
+    plan: Any = None
 
 
 class Memory(Protocol):
@@ -156,6 +158,9 @@ class Memory(Protocol):
     def finish(self, task: str, used: Sequence[str], success: bool) -> None: ...
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None: ...
+
+    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
+        """Keep a finished game as an experience (``--items experiences``)."""
 
     def size(self) -> int: ...
 
@@ -178,6 +183,9 @@ class NoMemory:
         pass
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
+        pass
+
+    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
         pass
 
     def size(self) -> int:
@@ -306,16 +314,148 @@ class GraphmemMemory(NoMemory):
         return sum(n for kind, n in counts.items() if kind == "Note")
 
 
+def _plan(item_id: str, key: str, steps: Sequence[tuple[str, str]], success: bool) -> Any:
+    from graphmem.examples.envs.procedures import Plan
+
+    return Plan(item_id, key, tuple(steps), success=success)
+
+
+class PlainExperiences(NoMemory):
+    """Every past game handed over at the start, newest first (no retrieval)."""
+
+    def __init__(self) -> None:
+        self.items: list[Offer] = []
+
+    def start(self, task: str) -> list[Offer]:
+        return self.items[::-1]
+
+    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
+        item_id = str(len(self.items))
+        self.items.append(Offer(item_id, plan=_plan(item_id, key, steps, success)))
+
+    def size(self) -> int:
+        return len(self.items)
+
+
+class FlatExperiences(NoMemory):
+    """Past games in LangGraph's InMemoryStore, the key text indexed; top-K by cosine."""
+
+    def __init__(self, embedder: Any, k: int) -> None:
+        self.flat = FlatTopK(embedder, k)
+
+    def start(self, task: str) -> list[Offer]:
+        found = self.flat.store.search(("experiences",), query=task, limit=self.flat.k)
+        return [
+            Offer(
+                it.key,
+                plan=_plan(
+                    it.key,
+                    it.value["text"],
+                    [tuple(x) for x in it.value["steps"]],
+                    it.value["success"],
+                ),
+            )
+            for it in found
+        ]
+
+    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
+        value = {"text": key, "steps": [list(x) for x in steps], "success": success}
+        self.flat.store.put(("experiences",), str(self.flat.count), value)
+        self.flat.count += 1
+
+    def size(self) -> int:
+        return self.flat.count
+
+
+class GraphmemExperiences(GraphmemMemory):
+    """graphmem procedures: each game built by ``update`` (vanilla: failures kept, low-Q
+    procedures demoted), two-phase retrieval on the key, credit to the procedures followed;
+    graph on: A-MEM evolution of each new procedure (links to related ones)."""
+
+    def __init__(self, embedder: Any, condition: Condition, k: int, store_dir: Path | None):
+        from graphmem.models import MemoryKind
+
+        super().__init__(embedder, condition, k, store_dir)
+        self.config = self.config.model_copy(update={"kinds": (MemoryKind.PROCEDURE,)})
+        self.episode_id: str | None = None
+
+    def start(self, task: str) -> list[Offer]:
+        from graphmem.examples.envs.procedures import plans_from_hits
+
+        self.offered = {}
+        found = self.mem.retrieve(self.namespace, task, self.config)
+        plans = plans_from_hits(self.mem, self.namespace, found.hits)
+        for hit in found.hits:
+            self.offered[hit.memory.id] = hit
+        return [Offer(p.procedure_id, plan=p) for p in plans]
+
+    def recall(self, question: str) -> list[Offer]:
+        return []
+
+    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
+        from graphmem.ops.episodes import record_retrieval
+        from graphmem.ops.retrieve import Retrieval
+
+        episode = self.mem.start_episode(self.namespace, task)
+        hits = [self.offered[i] for i in used if i in self.offered]
+        if hits:
+            record = Retrieval(namespace=self.namespace, query=task, config=self.config, hits=hits)
+            record_retrieval(self.mem.store, record, episode_id=episode.id)
+        self.mem.finish_episode(self.namespace, episode.id, 1.0 if success else 0.0)
+        self.episode_id = episode.id
+
+    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
+        from graphmem.config import UpdateStrategy
+
+        trajectory = {
+            "task": key,
+            "steps": [{"action": a, "observation": o} for a, o in steps if a],
+            "reward": 1.0 if success else 0.0,
+            "success": success,
+        }
+        out = self.mem.update(
+            self.namespace, trajectory, strategy=UpdateStrategy.VANILLA, episode_id=self.episode_id
+        )
+        if self.graph and out.built is not None and not out.built.deduplicated:
+            self.mem.evolve(self.namespace, out.built.procedure.id)
+
+    def size(self) -> int:
+        counts = self.mem.store.counts(self.namespace)
+        return sum(n for kind, n in counts.items() if kind == "Procedure")
+
+
+ITEMS = ("experiences", "facts")
+"""What memory holds (``--items``): past games as experiences to follow (the start of a game
+hands over K of them, chosen for the task and first room), or the facts games taught (asked
+for at the start and by question during the game)."""
+
+
 def make_memory(
-    condition: Condition, embedder: Any, k: int, store_dir: Path | None = None
+    condition: Condition,
+    embedder: Any,
+    k: int,
+    store_dir: Path | None = None,
+    items: str = "experiences",
 ) -> Memory:
     if condition.kind == "none":
         return NoMemory()
+    if items == "experiences":
+        if condition.kind == "plain":
+            return PlainExperiences()
+        if condition.kind == "flat":
+            return FlatExperiences(embedder, k)
+        return GraphmemExperiences(embedder, condition, k, store_dir)
     if condition.kind == "plain":
         return PlainMemory()
     if condition.kind == "flat":
         return FlatTopK(embedder, k)
     return GraphmemMemory(embedder, condition, k, store_dir)
+
+
+def experience_key(task: str, observation: str) -> str:
+    """What an experience is stored under and a game asks with: the task and the first room
+    (games of a family share their task text; the room and what lies in it tell them apart)."""
+    return f"{task.strip()}\n{observation.strip()}"
 
 
 # ---- playing the stream ---------------------------------------------------------------------
@@ -358,23 +498,29 @@ def play_stream(
     embedder: Any,
     envs: dict[str, Any],
     progress: Callable[[], None] | None = None,
+    items: str = "experiences",
 ) -> Run:
-    """Play ``plan`` in order with ``condition``'s memory; every game's facts are learned."""
+    """Play ``plan`` in order with ``condition``'s memory; every game is learned from (its
+    facts, or the game itself as an experience: ``items``)."""
     from graphmem.examples.envs.agents import make_explorer
     from graphmem.examples.envs.hints import extract_facts
 
-    memory = make_memory(condition, embedder, handover)
+    memory = make_memory(condition, embedder, handover, items=items)
     run = Run(condition.name)
     started = time.perf_counter()
     for family, seed in plan:
         t0 = time.perf_counter()
         env = envs[family]
         obs = env.reset(seed, fold=fold)
-        offers = memory.start(obs.task)
+        key = experience_key(obs.task, obs.text) if items == "experiences" else obs.task
+        offers = memory.start(key)
         decisions = [len(offers)]
-        sources = {o.id: set(o.facts) for o in offers}
+        sources = {o.id: set(o.facts) for o in offers if o.plan is None}
         policy: Any = make_explorer(family)
         policy.begin(obs.task, hints=_facts(offers), seed=seed)
+        plans = [o.plan for o in offers if o.plan is not None]
+        if plans:
+            policy.offer_procedures(plans)
         steps: list[tuple[str, str, float]] = [("", obs.text, 0.0)]
         result = None
         while True:
@@ -393,8 +539,13 @@ def play_stream(
                 break
         acted = set(policy.used_hints()) if hasattr(policy, "used_hints") else set()
         used = [i for i, facts in sources.items() if facts & acted]
-        memory.finish(obs.task, used, result.success)
-        memory.learn(family, obs.task, extract_facts(steps))
+        offered_plans = {p.procedure_id for p in plans}
+        used += [i for i in policy.followed_procedures() if i in offered_plans]
+        memory.finish(key, used, result.success)
+        if items == "experiences":
+            memory.learn_experience(key, [(a, o) for a, o, _ in steps[1:]], bool(result.success))
+        else:
+            memory.learn(family, obs.task, extract_facts(steps))
         run.games.append(
             Game(
                 family,
@@ -426,6 +577,7 @@ def _play_one(
     budget: int,
     handover: int,
     embedder_name: str,
+    items: str = "experiences",
 ) -> Run:
     """One condition in a worker process (its own JVMs and embedder)."""
     import logging
@@ -444,6 +596,7 @@ def _play_one(
             handover=handover,
             embedder=make_embedder(embedder_name),
             envs=envs,
+            items=items,
         )
     finally:
         for env in envs.values():
@@ -676,7 +829,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
         if jobs == 1:
             for name in names:
                 runs[name] = _play_one(
-                    name, plan, seeds.fold, args.budget, args.handover, args.embedder
+                    name, plan, seeds.fold, args.budget, args.handover, args.embedder, args.items
                 )
                 bar.update(1)
         else:
@@ -690,6 +843,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
                         args.budget,
                         args.handover,
                         args.embedder,
+                        args.items,
                     )
                     for name in names
                 }
@@ -713,6 +867,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
             "episodes": episodes,
             "budget": args.budget,
             "handover": args.handover,
+            "items": args.items,
             "k1": CANDIDATES * args.handover,
             "block": block,
             "embedder": embedder_label(args.embedder),
@@ -724,7 +879,8 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "comparisons": comparisons(runs),
         "episodes": {n: [asdict(g) for g in r.games] for n, r in runs.items()},
     }
-    name = f"learning_mixed_k{args.handover}_{'heldout' if args.heldout else seeds.fold}"
+    name = f"learning_mixed_{args.items}_k{args.handover}"
+    name += f"_{'heldout' if args.heldout else seeds.fold}"
     name += f"_{args.tag}" if args.tag else ""
     files = write_results(args.out, name, data, markdown(data))
     files.append(plot(args.out / f"{name}.png", data))

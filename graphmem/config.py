@@ -46,6 +46,12 @@ class RetrievalConfig(GraphmemModel):
     kinds: tuple[MemoryKind, ...] = Field(
         default=(MemoryKind.PROCEDURE,), description="Kinds of memory to retrieve."
     )
+    utility_kinds: tuple[MemoryKind, ...] = Field(
+        default=(MemoryKind.PROCEDURE, MemoryKind.TIP),
+        description="Kinds whose learned utility Q ranks them in phase B (experience: whether "
+        "using it led to success); other kinds rank by similarity alone, as the usefulness of "
+        "a fact or a passage depends on the question asked. Add Note to rank notes by Q too.",
+    )
     policy: RetrievePolicy = RetrievePolicy.SIMILARITY
     epsilon: float = Field(
         default=0.0, ge=0.0, le=1.0, description="ε-greedy exploration (off by default)."

@@ -31,7 +31,7 @@ import logging
 import math
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any
 from weakref import WeakKeyDictionary
 
@@ -153,18 +153,33 @@ def _ordinal(value: float) -> float:
 
 
 def rank_candidates(
-    candidates: Sequence[tuple[AnyMemory, float]], lam: float, k2: int, *, use_sim: bool = True
+    candidates: Sequence[tuple[AnyMemory, float]],
+    lam: float,
+    k2: int,
+    *,
+    use_sim: bool = True,
+    utility_kinds: Collection[str] | None = None,
 ) -> list[Hit]:
     """Phase B: score a candidate pool of (memory, sim), best first, keep ``k2``.
 
     Ties (at :data:`SCORE_DECIMALS`) go to the higher sim, then the higher q, then the earlier
     candidate. ``use_sim=False`` (the random policy) reports sim but does not rank by it.
-    Any stored q ranks without error (:func:`zscores`).
+    Any stored q ranks without error (:func:`zscores`). ``utility_kinds``: the kinds whose Q
+    counts (z-scored among the candidates of those kinds); a memory of another kind gets
+    ẑ(Q) = 0, so it ranks by similarity alone. None: every kind.
     """
     sims = [_ordinal(sim) for _, sim in candidates]
     qs = [_ordinal(m.q) for m, _ in candidates]
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
-    z_q = zscores(qs)
+    if utility_kinds is None:
+        z_q = zscores(qs)
+    else:
+        kinds = {str(k) for k in utility_kinds}
+        valued = [i for i, (m, _) in enumerate(candidates) if str(m.kind) in kinds]
+        z_valued = zscores([qs[i] for i in valued])
+        z_q = [0.0] * len(qs)
+        for i, z in zip(valued, z_valued, strict=True):
+            z_q[i] = z
     scored = []
     for i, ((memory, sim), s, q, zs, zq) in enumerate(
         zip(candidates, sims, qs, z_sim, z_q, strict=True)
@@ -212,7 +227,11 @@ def retrieve(
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
     hits = rank_candidates(
-        candidates, cfg.lam, cfg.k2, use_sim=cfg.policy is not RetrievePolicy.RANDOM
+        candidates,
+        cfg.lam,
+        cfg.k2,
+        use_sim=cfg.policy is not RetrievePolicy.RANDOM,
+        utility_kinds=cfg.utility_kinds,
     )
     explored = False
     if cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
@@ -345,6 +364,7 @@ def _explore(
             cfg.lam,
             len(candidates),
             use_sim=cfg.policy is not RetrievePolicy.RANDOM,
+            utility_kinds=cfg.utility_kinds,
         )
     }
     picks = rng.sample([m.id for m, _ in candidates], min(cfg.k2, len(candidates)))
