@@ -524,7 +524,9 @@ def play_stream(
         steps: list[tuple[str, str, float]] = [("", obs.text, 0.0)]
         result = None
         while True:
-            for question in policy.recall_queries(obs.text, obs.valid_actions, obs.inventory):
+            asks = items == "facts"  # experiences are handed over once, at the start
+            questions = policy.recall_queries(obs.text, obs.valid_actions, obs.inventory)
+            for question in questions if asks else []:
                 found = memory.recall(question)
                 decisions.append(len(found))
                 for o in found:

@@ -183,7 +183,7 @@ def test_every_condition_but_plain_stays_within_the_handover(monkeypatch: Any) -
 def test_experiences_are_followed_and_only_followed_ones_are_credited() -> None:
     from graphmem.embedding import HashingEmbedder
 
-    plan = mixed.mixed_plan(10, start=0, families=("twc",))
+    plan = mixed.mixed_plan(30, start=0, families=("twc",))
     with mixed.open_envs(["twc"], 30)["twc"] as env:
         run = mixed.play_stream(
             mixed.CONDITIONS["two-phase"],
