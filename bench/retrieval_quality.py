@@ -186,13 +186,20 @@ class Corpus:
         epochs: int,
         alpha: float,
         k2: int,
+        **config: Any,
     ) -> None:
         """Relevance feedback: each retrieved note gets reward 1 if it supports, else 0."""
         store = self.mem.store
         for _ in range(epochs):
             for q in questions:
                 found = self.mem.retrieve(
-                    granularity, q.text, kinds=("Note",), k1=max(10, 2 * k2), k2=k2, lam=0.5
+                    granularity,
+                    q.text,
+                    kinds=("Note",),
+                    k1=max(10, 2 * k2),
+                    k2=k2,
+                    lam=0.5,
+                    **config,
                 )
                 for hit in found.hits:
                     good = bool(self.session_of[hit.memory.id] & q.supporting)
@@ -280,26 +287,38 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ("graphmem, session Notes", "sessions"),
             ("graphmem, turn Notes → max", "turns"),
         ):
-            rankings = cross_validated(corpus, granularity, questions, args)
-            how = f"λ=0.5, Q learned on the other half ({args.epochs} epochs, α={args.alpha})"
-            add(name, how, rankings, questions)
+            learned = f"Q learned on the other half ({args.epochs} epochs, α={args.alpha})"
+            for kinds, which in (
+                (None, "default utility_kinds (Q ranks experience, not notes)"),
+                (("Note",), "utility_kinds incl. Note (opt-in)"),
+            ):
+                rankings = cross_validated(corpus, granularity, questions, args, kinds)
+                add(name, f"λ=0.5, {learned}, {which}", rankings, questions)
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     return result
 
 
 def cross_validated(
-    corpus: Corpus, granularity: str, questions: Sequence[Question], args: argparse.Namespace
+    corpus: Corpus,
+    granularity: str,
+    questions: Sequence[Question],
+    args: argparse.Namespace,
+    utility_kinds: tuple[str, ...] | None = None,
 ) -> dict[str, list[str]]:
-    """2-fold: learn Q on one half's feedback, rank the other half; then swap."""
+    """2-fold: learn Q on one half's feedback, rank the other half; then swap.
+    ``utility_kinds``: the retrieval setting of that name (None: graphmem's default)."""
+    extra = {} if utility_kinds is None else {"utility_kinds": utility_kinds}
     order = list(questions)
     random.Random(args.seed).shuffle(order)
     halves = (order[: len(order) // 2], order[len(order) // 2 :])
     rankings: dict[str, list[str]] = {}
     for train, test in (halves, halves[::-1]):
         corpus.reset_q(granularity)
-        corpus.learn(granularity, train, epochs=args.epochs, alpha=args.alpha, k2=args.feedback_k)
+        corpus.learn(
+            granularity, train, epochs=args.epochs, alpha=args.alpha, k2=args.feedback_k, **extra
+        )
         for q in test:
-            rankings[q.id] = corpus.rank(granularity, q.text, lam=0.5)
+            rankings[q.id] = corpus.rank(granularity, q.text, lam=0.5, **extra)
     corpus.reset_q(granularity)
     return rankings
 

@@ -97,7 +97,7 @@ def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
         "quality_recall.png",
     }
     rows = result["rows"]
-    assert len(rows) == 10
+    assert len(rows) == 12
     for row in rows:
         assert row["questions"] == 3
         assert 0.0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1.0
@@ -110,6 +110,11 @@ def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
         assert {k: neutral[k] for k in ("recall@1", "recall@10", "ndcg@10")} == {
             k: plain[k] for k in ("recall@1", "recall@10", "ndcg@10")
         }
+        # By default Q ranks experience, not notes: learned Q leaves the ranking alone.
+        learned = next(
+            r for (c, how), r in by.items() if c == config and "default utility_kinds" in how
+        )
+        assert learned["ndcg@10"] == plain["ndcg@10"]
 
 
 def test_quality_metrics() -> None:

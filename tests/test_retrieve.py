@@ -113,6 +113,27 @@ def test_two_candidates_at_half_lambda_tie_and_sim_breaks_it() -> None:
     ]
 
 
+def test_utility_ranks_experience_not_notes_by_default() -> None:
+    """Q re-ranks procedures and tips; a note's usefulness depends on the question, so by
+    default notes rank by similarity alone (utility_kinds), and opting Note in restores Q."""
+    low = Note(namespace="x", content="the descaler is under the sink", embedding=list(basis(3)))
+    high = Note(namespace="x", content="the descaler is in the garage", embedding=list(basis(4)))
+    low, high = low.model_copy(update={"q": 0.0}), high.model_copy(update={"q": 1.0})
+    pool = [(low, 0.9), (high, 0.8)]
+    cfg = RetrievalConfig()
+    assert set(cfg.utility_kinds) == {"Procedure", "Tip"}
+    by_default = rank_candidates(pool, 0.9, 2, utility_kinds=cfg.utility_kinds)
+    assert [h.memory.content for h in by_default] == [low.content, high.content]
+    assert [h.z_q for h in by_default] == [0.0, 0.0]
+    with_notes = rank_candidates(pool, 0.9, 2, utility_kinds=("Note",))
+    assert [h.memory.content for h in with_notes] == [high.content, low.content]
+    # Mixed pools: a procedure's Q still counts beside notes that carry none.
+    a, b = proc("x", "a", basis(1), q=0.0), proc("x", "b", basis(2), q=1.0)
+    pool3 = [(a, 0.9), (b, 0.8), (low, 0.85)]
+    mixed = rank_candidates(pool3, 0.9, 3, utility_kinds=("Procedure",))
+    assert mixed[0].memory.id == b.id and mixed[-1].memory.id == a.id
+
+
 # ---- ranking invariants on a real store ----------------------------------------------------
 
 pools = st.lists(
