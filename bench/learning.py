@@ -857,8 +857,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--heldout",
         action="store_true",
-        help="with --stream mixed: the held-out test seeds of bench.protocol (reported "
-        "figures); otherwise the dev-fold tuning seeds",
+        help="the held-out test seeds of bench.protocol (reported figures); the mixed "
+        "stream otherwise plays the dev-fold tuning seeds, a game stream --fold/--seed-offset",
     )
     parser.add_argument(
         "--items",
@@ -909,6 +909,10 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
         from bench.learning_mixed import run as run_mixed
 
         return {"results": [], **run_mixed(args, command)}
+    if args.heldout:  # the held-out range of bench.protocol, for reported figures
+        from bench.protocol import HELDOUT
+
+        args.fold, args.seed_offset = HELDOUT.fold, HELDOUT.start
     if args.episodes is None:
         args.episodes = 300
     if args.block is None:

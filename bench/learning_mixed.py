@@ -85,6 +85,7 @@ class Condition:
     """none, plain, flat, graphmem."""
     lam: float = 0.0
     graph: bool = True
+    q_scale: str = "pool"
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -93,21 +94,17 @@ CONDITIONS: dict[str, Condition] = {
         Condition("none", "no memory (best explorer without it)", "none"),
         Condition("plain", "every memory handed over (no retrieval)", "plain"),
         Condition("flat-topk", "LangGraph InMemoryStore search, top-K by cosine", "flat"),
-        Condition("similarity", "graphmem λ=0 (subject notes, evolution)", "graphmem", 0.0),
-        Condition("two-phase", "graphmem λ=0.5 (subject notes, evolution)", "graphmem", 0.5),
+        Condition("similarity", "graphmem λ=0 (graph on)", "graphmem", 0.0),
+        Condition("two-phase", "graphmem λ=0.5 (graph on)", "graphmem", 0.5),
+        Condition("similarity-nograph", "graphmem λ=0, graph off", "graphmem", 0.0, graph=False),
+        Condition("two-phase-nograph", "graphmem λ=0.5, graph off", "graphmem", 0.5, graph=False),
         Condition(
-            "similarity-nograph",
-            "graphmem λ=0 over flat-topk's items (graph off)",
-            "graphmem",
-            0.0,
-            graph=False,
-        ),
-        Condition(
-            "two-phase-nograph",
-            "graphmem λ=0.5 over flat-topk's items (graph off)",
+            "two-phase-reward",
+            "graphmem λ=0.5, Q on the reward scale (q_scale='reward'), graph off",
             "graphmem",
             0.5,
             graph=False,
+            q_scale="reward",
         ),
     )
 }
@@ -262,7 +259,11 @@ class GraphmemMemory(NoMemory):
         self.mem = GraphMemory(store, embedder=embedder, config=MemoryConfig())
         self.graph = condition.graph
         self.config = RetrievalConfig(
-            k1=CANDIDATES * k, k2=k, lam=condition.lam, kinds=(MemoryKind.NOTE,)
+            k1=CANDIDATES * k,
+            k2=k,
+            lam=condition.lam,
+            kinds=(MemoryKind.NOTE,),
+            q_scale="reward" if condition.q_scale == "reward" else "pool",
         )
         self.offered: dict[str, Any] = {}
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from enum import StrEnum
 
+from typing import Literal
+
 from pydantic import Field, model_validator
 
 from graphmem.errors import ConfigError, InvalidInput
@@ -51,6 +53,12 @@ class RetrievalConfig(GraphmemModel):
         description="Kinds whose learned utility Q ranks them in phase B (experience: whether "
         "using it led to success); other kinds rank by similarity alone, as the usefulness of "
         "a fact or a passage depends on the question asked. Add Note to rank notes by Q too.",
+    )
+    q_scale: Literal["pool", "reward"] = Field(
+        default="pool",
+        description="How Q enters the score: 'pool' z-scores it over the candidates (MemRL); "
+        "'reward' measures it from the neutral Q0 in half-widths of the success/failure "
+        "rewards, so a Q that one or two uses moved a little counts a little.",
     )
     policy: RetrievePolicy = RetrievePolicy.SIMILARITY
     epsilon: float = Field(

@@ -152,6 +152,14 @@ def _ordinal(value: float) -> float:
     return min(max(x, -sys.float_info.max), sys.float_info.max)
 
 
+def _q_scores(qs: Sequence[float], reward_scale: tuple[float, float] | None) -> list[float]:
+    if reward_scale is None:
+        return zscores(qs)
+    center, half = reward_scale
+    half = half if half > 0 else 1.0
+    return [max(-1e6, min(1e6, (q - center) / half)) for q in qs]
+
+
 def rank_candidates(
     candidates: Sequence[tuple[AnyMemory, float]],
     lam: float,
@@ -159,6 +167,7 @@ def rank_candidates(
     *,
     use_sim: bool = True,
     utility_kinds: Collection[str] | None = None,
+    q_reward_scale: tuple[float, float] | None = None,
 ) -> list[Hit]:
     """Phase B: score a candidate pool of (memory, sim), best first, keep ``k2``.
 
@@ -166,17 +175,19 @@ def rank_candidates(
     candidate. ``use_sim=False`` (the random policy) reports sim but does not rank by it.
     Any stored q ranks without error (:func:`zscores`). ``utility_kinds``: the kinds whose Q
     counts (z-scored among the candidates of those kinds); a memory of another kind gets
-    ẑ(Q) = 0, so it ranks by similarity alone. None: every kind.
+    ẑ(Q) = 0, so it ranks by similarity alone. None: every kind. ``q_reward_scale``
+    (center, half-width): Q is measured as (Q − center) / half-width instead of z-scored over
+    the pool (the ``reward`` setting of ``RetrievalConfig.q_scale``).
     """
     sims = [_ordinal(sim) for _, sim in candidates]
     qs = [_ordinal(m.q) for m, _ in candidates]
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
     if utility_kinds is None:
-        z_q = zscores(qs)
+        z_q = _q_scores(qs, q_reward_scale)
     else:
         kinds = {str(k) for k in utility_kinds}
         valued = [i for i, (m, _) in enumerate(candidates) if str(m.kind) in kinds]
-        z_valued = zscores([qs[i] for i in valued])
+        z_valued = _q_scores([qs[i] for i in valued], q_reward_scale)
         z_q = [0.0] * len(qs)
         for i, z in zip(valued, z_valued, strict=True):
             z_q[i] = z
@@ -193,6 +204,14 @@ def rank_candidates(
         Hit(memory=memory, rank=rank, sim=sim, q=memory.q, z_sim=zs, z_q=zq, score=score)
         for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
     ]
+
+
+def _reward_scale(mem: MemoryContext, cfg: RetrievalConfig) -> tuple[float, float] | None:
+    """(Q0, half the success−failure reward gap) for ``q_scale='reward'``; None for 'pool'."""
+    if cfg.q_scale != "reward":
+        return None
+    c = mem.config
+    return c.q0, abs(c.success_reward - c.failure_reward) / 2
 
 
 def retrieve(
@@ -232,10 +251,11 @@ def retrieve(
         cfg.k2,
         use_sim=cfg.policy is not RetrievePolicy.RANDOM,
         utility_kinds=cfg.utility_kinds,
+        q_reward_scale=_reward_scale(mem, cfg),
     )
     explored = False
     if cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
-        hits = _explore(candidates, cfg, rng)
+        hits = _explore(candidates, cfg, rng, _reward_scale(mem, cfg))
         explored = True
     log.debug(
         "retrieve ns=%s query=%.60r: %d candidates, %d hits%s",
@@ -355,6 +375,7 @@ def _explore(
     candidates: Sequence[tuple[AnyMemory, float]],
     cfg: RetrievalConfig,
     rng: random.Random,
+    scale: tuple[float, float] | None = None,
 ) -> list[Hit]:
     """ε-greedy: a random choice of k2 among the candidates, keeping their real score parts."""
     scored = {
@@ -365,6 +386,7 @@ def _explore(
             len(candidates),
             use_sim=cfg.policy is not RetrievePolicy.RANDOM,
             utility_kinds=cfg.utility_kinds,
+            q_reward_scale=scale,
         )
     }
     picks = rng.sample([m.id for m, _ in candidates], min(cfg.k2, len(candidates)))
