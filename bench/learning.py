@@ -34,8 +34,13 @@ With ``--llm`` the policy is the configured OpenAI-compatible chat model
 (``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY``) and the memory's
 LLM steps use it too; calls and tokens are counted (offline they are 0).
 
+``--stream mixed`` plays instead four game families interleaved, graphmem beside plain-memory
+baselines under a hand-over budget (:mod:`bench.learning_mixed`); ``--heldout`` runs the
+held-out seeds of :mod:`bench.protocol`, the only ones reported.
+
 Run::
 
+    python -m bench.learning --stream mixed --handover 5 --heldout  # reported mixed stream
     python -m bench.learning --game twc --budget 30                # main conditions
     python -m bench.learning --game twc --budget 30 --conditions all
     python -m bench.learning --grid                                # the documented full grid

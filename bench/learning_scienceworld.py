@@ -71,7 +71,11 @@ DEFAULT_TASKS = (
     "find-plant",
     "chemistry-mix-paint-secondary-color",
 )
-CONDITIONS = ("none", "memory")
+CONDITIONS = ("none", "memory", "own")
+"""none: no memory; memory: gold demonstrations of train variations (imitation), plus the
+agent's own successful runs as it goes; own: only the agent's own earlier runs of the task type
+(every run kept, vanilla), no demonstration."""
+OWN_NAMESPACE = "scienceworld-own"
 RETRIEVAL = RetrievalConfig(k1=5, k2=3, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 NAMESPACE = "scienceworld"
 GOLD_BUDGET = 500
@@ -116,7 +120,7 @@ def gold_lengths(env: Any, variations: Sequence[int], fold: str) -> list[int]:
 def run_task(
     task: str, mem: Any, args: argparse.Namespace, progress: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Gold → memory for ``task``, then both conditions on its test variations."""
+    """Gold → memory for ``task``, then each condition on its test variations."""
     from graphmem.examples.envs.runner import run_episode
     from graphmem.examples.envs.scienceworld import ReplayAdapter, ScienceWorldEnv, gold_trajectory
 
@@ -148,21 +152,24 @@ def run_task(
             for v in test:
                 hints: list[str] = []
                 episode_id = None
-                if cond == "memory":
+                ns = OWN_NAMESPACE if cond == "own" else NAMESPACE
+                if cond != "none":
                     desc = env.reset(v, args.fold).task  # the description the agent will see
-                    found = mem.retrieve(NAMESPACE, desc, RETRIEVAL, open_episode=True)
+                    found = mem.retrieve(ns, desc, RETRIEVAL, open_episode=True)
                     episode_id = found.episode_id
                     hints = memory_hints(mem, found.hits)
                 result = run_episode(env, ReplayAdapter(), v, hints, fold=args.fold)
                 built = False
                 if episode_id is not None:
                     mem.finish_episode(
-                        NAMESPACE, episode_id, max(0.0, result.score), success=result.success
+                        ns, episode_id, max(0.0, result.score), success=result.success
                     )
                     update = mem.update(
-                        NAMESPACE,
+                        ns,
                         result.trajectory,
-                        strategy=UpdateStrategy.ADJUSTMENT,
+                        strategy=UpdateStrategy.VANILLA
+                        if cond == "own"
+                        else UpdateStrategy.ADJUSTMENT,
                         episode_id=episode_id,
                     )
                     built = update.built is not None and not update.built.deduplicated
@@ -223,10 +230,11 @@ def plot(path: Path, rows: Sequence[dict[str, Any]], tasks: Sequence[str]) -> Pa
         axes = fig.subplots(1, 2)
         labels = [*tasks, "all"]
         xs = range(len(labels))
-        width = 0.38
-        for i, cond in enumerate(CONDITIONS):
+        conds = [c for c in CONDITIONS if any(r["condition"] == c for r in rows)]
+        width = 0.8 / max(1, len(conds))
+        for i, cond in enumerate(conds):
             by = {r["task"]: r for r in rows if r["condition"] == cond}
-            offs = [x + (i - 0.5) * width for x in xs]
+            offs = [x + (i - (len(conds) - 1) / 2) * width for x in xs]
             axes[0].bar(
                 offs, [by[t]["mean_score"] if t in by else 0 for t in labels], width, label=cond
             )
@@ -283,7 +291,9 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
             tasks = probe.task_names()
     else:
         tasks = [t for t in args.tasks.split(",") if t]
-    args.conditions = list(CONDITIONS)
+    args.conditions = [c for c in args.conditions.split(",") if c]
+    if wrong := [c for c in args.conditions if c not in CONDITIONS]:
+        raise SystemExit(f"unknown condition(s) {', '.join(wrong)}; known: {', '.join(CONDITIONS)}")
     machine = machine_info()
     started = time.perf_counter()
     bar = tqdm(total=len(tasks), desc="scienceworld", unit="task", disable=args.no_progress)
@@ -355,11 +365,11 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
     )
     by = {(r["task"], r["condition"]): r for r in rows}
     worse = [
-        t
+        f"{t} ({c})"
         for t, c in by
-        if c == "memory"
+        if c != "none"
         and (t, "none") in by
-        and (by[t, "memory"]["solved"], by[t, "memory"]["mean_score"])
+        and (by[t, c]["solved"], by[t, c]["mean_score"])
         < (by[t, "none"]["solved"], by[t, "none"]["mean_score"])
     ]
     held = ", ".join(f"{v} {k}" for k, v in setup["memories_at_end"].items() if v)
@@ -382,7 +392,11 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
             f"{setup['budget']}; agent: ReplayAdapter (replays the nearest retrieved procedure "
             "with objects/places substituted, explores otherwise)",
             "- retrieval: two-phase λ=0.5, k1=5, k2=3 over procedures; reward = score (0..1); "
-            "update: adjustment (own successful runs built, tips on failures)",
+            "update: adjustment (own successful runs built, tips on failures); condition `own`: "
+            "no gold, only the agent's own earlier runs of the type (vanilla: every run kept), "
+            "so its first variation has nothing to draw on",
+            "- `memory` is imitation from demonstrations (gold runs), not learning from the "
+            "agent's own experience; `own` is the latter",
             f"- embedder: {setup['embedder']}; store: embedded ({setup['store']}); memory at the "
             f"end: {held}; wall time {setup['seconds']:.0f} s",
             "",
@@ -407,6 +421,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test-start", type=int, default=0, help="first evaluated variation")
     parser.add_argument("--fold", choices=("test", "dev"), default="test", help="evaluated fold")
     parser.add_argument("--budget", type=int, default=60, help="steps per episode (60)")
+    parser.add_argument(
+        "--conditions",
+        default=",".join(CONDITIONS),
+        help=f"comma list of {', '.join(CONDITIONS)} (default: all)",
+    )
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--store", choices=("disk", "memory"), default="disk")
     parser.add_argument("--jobs", type=int, default=1, help="task types run in parallel")

@@ -189,13 +189,12 @@ def test_scienceworld_smoke_writes_tables_and_plot(tmp_path: Path) -> None:
     }
     saved = _saved(tmp_path / "learning_scienceworld.json")
     assert {(r["task"], r["condition"]) for r in saved["results"]} == {
-        ("use-thermometer", "none"),
-        ("use-thermometer", "memory"),
-        ("all", "none"),
-        ("all", "memory"),
+        (task, cond) for task in ("use-thermometer", "all") for cond in ("none", "memory", "own")
     }
     assert saved["setup"]["memories_at_end"].get("Procedure", 0) >= 1  # gold was built
     episodes = saved["episodes"]
-    assert len(episodes) == 2 and all(e["steps"] <= 8 for e in episodes)
+    assert len(episodes) == 3 and all(e["steps"] <= 8 for e in episodes)
     memory_run = next(e for e in episodes if e["condition"] == "memory")
     assert memory_run["hints"] >= 1  # the gold procedure was retrieved and handed over
+    own_run = next(e for e in episodes if e["condition"] == "own")
+    assert own_run["hints"] == 0  # no gold: the first variation has nothing to draw on
