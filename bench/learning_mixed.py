@@ -86,6 +86,10 @@ class Condition:
     lam: float = 0.0
     graph: bool = True
     q_scale: str = "pool"
+    advantage: bool = False
+    """Credit R − b instead of R: b is the family's running success rate in this stream (how
+    games of that kind go anyway), so Q measures what a memory adds, not how easy its
+    family is."""
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -105,6 +109,23 @@ CONDITIONS: dict[str, Condition] = {
             0.5,
             graph=False,
             q_scale="reward",
+        ),
+        Condition(
+            "two-phase-adv",
+            "graphmem λ=0.5, advantage credit (R − family baseline), graph off",
+            "graphmem",
+            0.5,
+            graph=False,
+            advantage=True,
+        ),
+        Condition(
+            "two-phase-adv-reward",
+            "graphmem λ=0.5, advantage credit, Q on the reward scale, graph off",
+            "graphmem",
+            0.5,
+            graph=False,
+            q_scale="reward",
+            advantage=True,
         ),
     )
 }
@@ -152,7 +173,9 @@ class Memory(Protocol):
 
     def recall(self, question: str) -> list[Offer]: ...
 
-    def finish(self, task: str, used: Sequence[str], success: bool) -> None: ...
+    def finish(
+        self, task: str, used: Sequence[str], success: bool, baseline: float | None = None
+    ) -> None: ...
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None: ...
 
@@ -176,7 +199,9 @@ class NoMemory:
     def recall(self, question: str) -> list[Offer]:
         return []
 
-    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
+    def finish(
+        self, task: str, used: Sequence[str], success: bool, baseline: float | None = None
+    ) -> None:
         pass
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
@@ -285,7 +310,9 @@ class GraphmemMemory(NoMemory):
     def recall(self, question: str) -> list[Offer]:
         return self._retrieve(question)
 
-    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
+    def finish(
+        self, task: str, used: Sequence[str], success: bool, baseline: float | None = None
+    ) -> None:
         from graphmem.ops.episodes import record_retrieval
         from graphmem.ops.retrieve import Retrieval
 
@@ -294,7 +321,12 @@ class GraphmemMemory(NoMemory):
         if hits:
             record = Retrieval(namespace=self.namespace, query=task, config=self.config, hits=hits)
             record_retrieval(self.mem.store, record, episode_id=episode.id)
-        self.mem.finish_episode(self.namespace, episode.id, 1.0 if success else 0.0)
+        reward = 1.0 if success else 0.0
+        if baseline is not None:  # advantage: Q0 + (R − b), inside the reward range
+            cfg = self.mem.config
+            reward = min(cfg.reward_max, max(cfg.reward_min, cfg.q0 + reward - baseline))
+        self.mem.finish_episode(self.namespace, episode.id, reward, success=success)
+        self.episode_id = episode.id
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
         from flows.textworld_agent import FACTS_TAG, learn_subject_facts
@@ -393,17 +425,6 @@ class GraphmemExperiences(GraphmemMemory):
     def recall(self, question: str) -> list[Offer]:
         return []
 
-    def finish(self, task: str, used: Sequence[str], success: bool) -> None:
-        from graphmem.ops.episodes import record_retrieval
-        from graphmem.ops.retrieve import Retrieval
-
-        episode = self.mem.start_episode(self.namespace, task)
-        hits = [self.offered[i] for i in used if i in self.offered]
-        if hits:
-            record = Retrieval(namespace=self.namespace, query=task, config=self.config, hits=hits)
-            record_retrieval(self.mem.store, record, episode_id=episode.id)
-        self.mem.finish_episode(self.namespace, episode.id, 1.0 if success else 0.0)
-        self.episode_id = episode.id
 
     def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
         from graphmem.config import UpdateStrategy
@@ -508,6 +529,7 @@ def play_stream(
 
     memory = make_memory(condition, embedder, handover, items=items)
     run = Run(condition.name)
+    tally: dict[str, tuple[int, int]] = {}  # family -> (won, played) so far: the baseline
     started = time.perf_counter()
     for family, seed in plan:
         t0 = time.perf_counter()
@@ -544,7 +566,10 @@ def play_stream(
         used = [i for i, facts in sources.items() if facts & acted]
         offered_plans = {p.procedure_id for p in plans}
         used += [i for i in policy.followed_procedures() if i in offered_plans]
-        memory.finish(key, used, result.success)
+        wins, played = tally.get(family, (0, 0))
+        baseline = (wins + 1) / (played + 2) if condition.advantage else None
+        memory.finish(key, used, result.success, baseline)
+        tally[family] = (wins + int(bool(result.success)), played + 1)
         if items == "experiences":
             memory.learn_experience(key, [(a, o) for a, o, _ in steps[1:]], bool(result.success))
         else:
