@@ -346,6 +346,11 @@ class GraphmemMemory(NoMemory):
         counts = self.mem.store.counts(self.namespace)
         return sum(n for kind, n in counts.items() if kind == "Note")
 
+    def uses(self) -> list[int]:
+        """How often each memory that Q ranks was credited (its ``uses``), for the report."""
+        kinds = set(self.config.kinds)
+        return [m.uses for m in self.mem.store.iter_nodes(self.namespace) if m.kind in kinds]
+
 
 def _plan(item_id: str, key: str, steps: Sequence[tuple[str, str]], success: bool) -> Any:
     from graphmem.examples.envs.procedures import Plan
@@ -425,7 +430,6 @@ class GraphmemExperiences(GraphmemMemory):
     def recall(self, question: str) -> list[Offer]:
         return []
 
-
     def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
         from graphmem.config import UpdateStrategy
 
@@ -504,6 +508,8 @@ class Run:
     games: list[Game] = field(default_factory=list)
     memory_items: int = 0
     seconds: float = 0.0
+    uses: list[int] = field(default_factory=list)
+    """graphmem: credited uses of each memory at the end (why Q can or cannot be learned)."""
 
 
 def _facts(offers: Sequence[Offer]) -> list[str]:
@@ -588,6 +594,8 @@ def play_stream(
         if progress:
             progress()
     run.memory_items = memory.size()
+    if isinstance(memory, GraphmemMemory):
+        run.uses = memory.uses()
     run.seconds = time.perf_counter() - started
     return run
 
@@ -657,6 +665,11 @@ def summary_row(run: Run, families: Sequence[str], block: int) -> dict[str, Any]
         "games_using_memory": sum(1 for g in games if g.used) / max(1, len(games)),
         "memory_items": run.memory_items,
         "seconds_per_episode": run.seconds / max(1, len(games)),
+        "credited_memories": sum(1 for u in run.uses if u),
+        "uses_per_credited": (
+            sum(run.uses) / max(1, sum(1 for u in run.uses if u)) if run.uses else float("nan")
+        ),
+        "credited_3_plus": sum(1 for u in run.uses if u >= 3),
     }
 
 
@@ -766,6 +779,27 @@ def markdown(data: dict[str, Any]) -> str:
         for r in rows
     ]
     lines.append(markdown_table(head, table))
+    credit = [r for r in rows if r.get("credited_memories")]
+    if credit:
+        lines += [
+            "",
+            "Credit (graphmem): memories credited at least once, their mean credited uses, and "
+            "how many were credited 3 times or more — Q is an average over uses, so a memory "
+            "used once or twice has a Q that says little.",
+            "",
+            markdown_table(
+                ["condition", "credited", "uses per credited", "credited ≥ 3 times"],
+                [
+                    [
+                        r["condition"],
+                        r["credited_memories"],
+                        f"{r['uses_per_credited']:.1f}",
+                        r["credited_3_plus"],
+                    ]
+                    for r in credit
+                ],
+            ),
+        ]
     blocks = max(len(r["success_per_block"]) for r in rows)
     block = setup["block"]
     lines += ["", f"## Success per block of {block}", ""]
