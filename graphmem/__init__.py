@@ -1,6 +1,5 @@
 """graphmem: long-term memory for LLM agents that learns which memories help."""
 
-from graphmem import _moved
 from graphmem.config import (
     MEMRL_DEFAULT,
     SIMILARITY_ONLY,
@@ -44,8 +43,6 @@ from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
 __version__ = "0.1.0"
-
-_moved.install()  # old module paths (graphmem.build, graphmem.envs, …) for one release
 
 __all__ = [
     "MEMRL_DEFAULT",

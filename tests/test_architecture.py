@@ -27,7 +27,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "graphmem.keywords",
             "graphmem.embedding",
             "graphmem.jsonschemas",
-            "graphmem._moved",
         ),
     ),
     ("Neo4j launcher", ("graphmem.launcher",)),
@@ -178,17 +177,12 @@ def test_the_checks_catch_what_they_claim() -> None:
 
 
 @pytest.mark.parametrize(
-    "old, new",
-    [
-        ("graphmem.build", "graphmem.ops.build"),
-        ("graphmem.envs.agents", "graphmem.examples.envs.agents"),
-        ("graphmem.tools", "graphmem.integrations.langchain_tools"),
-        ("graphmem.langgraph_store", "graphmem.integrations.langgraph_store"),
-    ],
+    "old", ["graphmem.build", "graphmem.envs.agents", "graphmem.tools", "graphmem.langgraph_store"]
 )
-def test_old_module_paths_still_import_the_same_module(old: str, new: str) -> None:
+def test_pre_release_module_paths_are_gone(old: str) -> None:
+    """0.1.0 was never released: the layered layout's paths are the only ones (no alias
+    rewrites a real module's spec behind the user's back)."""
     import importlib
 
-    with pytest.warns(DeprecationWarning, match=new.replace(".", r"\.")):
-        moved = importlib.import_module(old)
-    assert moved is importlib.import_module(new)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
