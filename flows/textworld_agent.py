@@ -54,6 +54,7 @@ from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
 from graphmem.ops.build import revise_note
+from graphmem.ops.obsolescence import SUBJECT_TAG
 
 log = logging.getLogger(__name__)
 
@@ -157,7 +158,8 @@ def learn_subject_facts(
         merged = sorted({*taught, *(f for f in known if _negation(f) not in taught)})
         content = "\n".join([header, *merged])
         if not older:
-            note = memory.add_note(namespace, content, tags=[FACTS_TAG, scope_tag(merged)])
+            tags = [FACTS_TAG, scope_tag(merged), SUBJECT_TAG + subject]
+            note = memory.add_note(namespace, content, tags=tags)
             if not note.obsolete:  # else the same facts as a note retired earlier
                 ids.append(note.id)
             continue
@@ -178,7 +180,7 @@ def learn_subject_facts(
             [n.id for n in older],
             content,
             change=f"consolidated: {change}",
-            tags=[FACTS_TAG, scope_tag(merged)],
+            tags=[FACTS_TAG, scope_tag(merged), SUBJECT_TAG + subject],
             source="consolidate",
             source_ref=source_ref,
         )

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from enum import StrEnum
-
 from typing import Literal
 
 from pydantic import Field, model_validator

@@ -21,7 +21,7 @@ from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Note
 from graphmem.stores.embedded import EmbeddedStore
 
-GAME = "cookingworld"
+GAME = "twc"
 SEEDS = range(30)
 MARGIN = 0.2
 """Success-rate points memory must add over the no-memory agent on :data:`SEEDS`."""

@@ -56,15 +56,18 @@ def test_a_retired_true_fact_is_revived_by_learning_it_again(mem: GraphMemory) -
 
 
 def test_demotion_never_empties_a_subject(mem: GraphMemory) -> None:
-    only = mem.add_note(NS, "Facts about fry:\nfry means cook in stove")
-    a = mem.add_note(NS, "Facts about grill:\ngrill means cook in barbeque")
-    b = mem.add_note(NS, "Facts about grill:\ngrill means cook in oven")
+    only = mem.add_note(NS, "Facts about fry:\nfry means cook in stove", tags=["subject:fry"])
+    a = mem.add_note(NS, "Facts about grill:\ngrill means cook in barbeque", tags=["subject:grill"])
+    b = mem.add_note(NS, "Facts about grill:\ngrill means cook in oven", tags=["subject:grill"])
     loose = mem.add_note(NS, "The lift is on the left.")
-    assert note_subject(only) == "facts about fry:" and note_subject(loose) is None
+    todo = mem.add_note(NS, "TODO:\ncheck the lift")  # a header-like line is no subject
+    assert note_subject(only) == "fry" and note_subject(loose) is None
+    assert note_subject(todo) is None
+    _fail(mem, todo.id)
     _fail(mem, only.id, a.id, b.id, loose.id)
     _fail(mem, b.id)  # b is the worse of the two grill notes
     demoted = {d.memory_id for d in demote(mem, NS, config=ONCE)}
-    assert demoted == {b.id, loose.id}, "each subject keeps its best note; subjectless go"
+    assert demoted == {b.id, loose.id, todo.id}, "each subject keeps its best note; subjectless go"
     assert not mem.get(NS, only.id).obsolete and not mem.get(NS, a.id).obsolete
     # Demoting again, even one id at a time, still leaves the subject its note.
     assert demote(mem, NS, [a.id], config=ONCE) == []

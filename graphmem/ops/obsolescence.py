@@ -116,8 +116,8 @@ def demote(
     keeps such a dragged-down winner. It is kept and a warning logged instead. "A task" is the
     procedures' task text (:func:`_task_key`).
 
-    Notes get the same guard per subject (:func:`note_subject`: a ``subject:<name>`` tag, or
-    a header first line such as ``"Facts about fry:"``): the best live note of a subject, and
+    Notes get the same guard per subject (:func:`note_subject`: a ``subject:<name>`` tag): the
+    best live note of a subject, and
     so the only one, is never demoted. A true fact is charged for failures it did not cause
     (the reward is the game's), and demoting it would delete what is known about its subject.
     Notes without a subject, tips and tasks have no such guard.
@@ -230,20 +230,18 @@ SUBJECT_TAG = "subject:"
 
 
 def note_subject(note: Note) -> str | None:
-    """What a note is about, for the demotion guard: its ``subject:`` tag, else its first line
-    when that is a header (ends with ``:``, as ``"Facts about fry:"``), folded; None if neither.
+    """What a note is about, for the demotion guard: its ``subject:`` tag, folded; None
+    without one. The subject is said explicitly: a note's text (a first line such as
+    ``"TODO:"``) never makes one.
 
-    >>> note_subject(Note(namespace="n", content="Facts about fry:\\nfry means cook in stove"))
-    'facts about fry:'
-    >>> note_subject(Note(namespace="n", content="The lift is on the left.")) is None
+    >>> note_subject(Note(namespace="n", content="fry means cook in stove", tags=["subject:Fry"]))
+    'fry'
+    >>> note_subject(Note(namespace="n", content="TODO:\\nbuy milk")) is None
     True
     """
     for tag in note.tags:
         if tag.startswith(SUBJECT_TAG) and tag[len(SUBJECT_TAG) :].strip():
             return " ".join(tag[len(SUBJECT_TAG) :].split()).lower()
-    first = note.content.split("\n", 1)[0].strip()
-    if first.endswith(":") and len(first) > 1:
-        return " ".join(first.split()).lower()
     return None
 
 
