@@ -72,7 +72,7 @@ twc games of the train fold at budget 30, procedures only solved 12% with k1=50,
 with k1=100, k2=60. Only the procedures it takes steps from join the Episode, so Q is learned
 per procedure followed."""
 
-DEFAULT_BUDGET = {"cookingworld": 40, "twc": 30, "coin": 40}
+DEFAULT_BUDGET = {"cookingworld": 40, "twc": 45, "coin": 40}
 RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,))
 """Questions asked during a game ("where does the gray coat belong?") recall 10 fact notes and
 keep the 3 best by two-phase score."""
