@@ -103,7 +103,7 @@ def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
     assert {g: DEFAULT_BUDGET[g] for g in GAME_BUDGETS} == GAME_BUDGETS
     demo = " ".join(run(tmp_path, "demo", "--help").stdout.split())
     assert "games in the stream, at least 5 (default 50)" in demo
-    assert "steps per game (default: the game's own, cookingworld 40, twc 45, coin 40)" in demo
+    assert "steps per game (default: the game's own, twc 45, cookingworld 40, coin 40)" in demo
     assert "(default demo-out/)" in demo and "(default demo)" in demo
     viz = " ".join(run(tmp_path, "viz", "memory", "--help").stdout.split())
     assert "hops from the memory, 0-5 (default 1)" in viz
