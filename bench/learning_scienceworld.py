@@ -283,6 +283,10 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
 
     from graphmem.examples.envs.scienceworld import ScienceWorldEnv
 
+    if getattr(args, "heldout", False):
+        from bench.protocol import SCIENCEWORLD_HELDOUT
+
+        args.fold, args.test_start = SCIENCEWORLD_HELDOUT.fold, SCIENCEWORLD_HELDOUT.start
     if args.quick:
         args.tasks, args.train, args.test, args.budget = "use-thermometer", 1, 1, 8
         args.embedder = "hashing"
@@ -337,8 +341,9 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
         "seconds": time.perf_counter() - started,
     }
     data = {"setup": setup, "results": rows, "episodes": episodes}
-    files = write_results(args.out, "learning_scienceworld", data, markdown(rows, setup))
-    files.append(plot(args.out / "learning_scienceworld.png", rows, tasks))
+    name = "learning_scienceworld" + ("_heldout" if getattr(args, "heldout", False) else "")
+    files = write_results(args.out, name, data, markdown(rows, setup))
+    files.append(plot(args.out / f"{name}.png", rows, tasks))
     return {"rows": rows, "files": files, "setup": setup}
 
 
@@ -420,6 +425,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--test", type=int, default=5, help="evaluated variations per task")
     parser.add_argument("--test-start", type=int, default=0, help="first evaluated variation")
     parser.add_argument("--fold", choices=("test", "dev"), default="test", help="evaluated fold")
+    parser.add_argument(
+        "--heldout",
+        action="store_true",
+        help="evaluate the held-out test variations of bench.protocol (reported figures)",
+    )
     parser.add_argument("--budget", type=int, default=60, help="steps per episode (60)")
     parser.add_argument(
         "--conditions",

@@ -39,6 +39,13 @@ HELDOUT = SeedRange("test", 40_000, "reported figures only; never tuned on")
 """TextWorldExpress held-out stream: test fold, seeds from 40,000 up."""
 
 
+SCIENCEWORLD_TUNING = SeedRange("dev", 0, "ScienceWorld tuning: dev-fold variations by position")
+SCIENCEWORLD_HELDOUT = SeedRange(
+    "test", 20, "ScienceWorld reported figures: test-fold variations from position 20"
+)
+"""Earlier replay rules were developed on test positions 0-1, so those are not held out."""
+
+
 def stream_range(*, heldout: bool) -> SeedRange:
     """The range a mixed stream draws its seeds from."""
     return HELDOUT if heldout else TUNING
