@@ -38,10 +38,12 @@ def _logger_levels() -> Iterator[None]:
 
 
 def _backends() -> list[Any]:
-    backends: list[Any] = ["embedded"]
-    if os.environ.get("GRAPHMEM_NEO4J_URI"):
-        backends.append(pytest.param("neo4j", marks=pytest.mark.neo4j))
-    return backends
+    """Both stores, always: without GRAPHMEM_NEO4J_URI the Neo4j variants are collected and
+    skipped with the reason, so ``pytest -ra`` shows what was not tested."""
+    marks = [pytest.mark.neo4j]
+    if not os.environ.get("GRAPHMEM_NEO4J_URI"):
+        marks.append(pytest.mark.skip(reason="Neo4j variant: GRAPHMEM_NEO4J_URI is not set"))
+    return ["embedded", pytest.param("neo4j", marks=marks)]
 
 
 @pytest.fixture
