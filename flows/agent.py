@@ -87,8 +87,11 @@ def build_agent_graph(
         ctx = _agent_context(runtime)
         assert ctx.env is not None
         obs = ctx.env.reset(state["seed"], ctx.fold)
-        first_line = obs.text.strip().split("\n", 1)[0][:300]
-        task = " ".join(p for p in (ctx.task_prefix, obs.task.strip(), first_line) if p)
+        # The task and the whole first observation: games of one kind share their task text
+        # (every cooking game says "cook a meal"), and what the first room holds tells them
+        # apart, so a procedure replayed on "the same task" is one from the same game.
+        first = " ".join(obs.text.split())[:2000]
+        task = " ".join(p for p in (ctx.task_prefix, obs.task.strip(), first) if p)
         return {
             "task": task or "text game",
             "query": task or "text game",
