@@ -9,7 +9,12 @@ from graphmem.config import (
     UpdateStrategy,
     preset,
 )
-from graphmem.embedding import Embedder, HashingEmbedder, SentenceTransformerEmbedder
+from graphmem.embedding import (
+    Embedder,
+    HashingEmbedder,
+    LangChainEmbedder,
+    SentenceTransformerEmbedder,
+)
 from graphmem.errors import (
     DimensionMismatch,
     EmptyContent,
@@ -65,6 +70,7 @@ __all__ = [
     "InvalidVector",
     "KeyMode",
     "LLMError",
+    "LangChainEmbedder",
     "MemoryConfig",
     "MemoryKind",
     "MemoryNotFound",

@@ -174,6 +174,56 @@ class HashingEmbedder:
         return normalise(out)
 
 
+class LangChainEmbedder:
+    """Any LangChain ``Embeddings`` (what a LangGraph store user already holds) as an embedder.
+
+    The dimension is read from one probe embedding unless given; every row that comes back is
+    checked for that dimension and finite values, and normalised to unit length.
+
+    >>> from langchain_core.embeddings import DeterministicFakeEmbedding
+    >>> emb = LangChainEmbedder(DeterministicFakeEmbedding(size=16), name="fake-16")
+    >>> emb.dimension, emb.embed(["hello"]).shape
+    (16, (1, 16))
+    """
+
+    def __init__(self, embeddings: Any, *, name: str | None = None, dimension: int | None = None):
+        if not callable(getattr(embeddings, "embed_documents", None)):
+            raise ConfigError(
+                f"{type(embeddings).__name__} is not a LangChain Embeddings (no embed_documents)"
+            )
+        self._embeddings = embeddings
+        model = getattr(embeddings, "model", None) or getattr(embeddings, "model_name", None)
+        self._name = name or f"langchain:{type(embeddings).__name__}" + (
+            f":{model}" if isinstance(model, str) and model else ""
+        )
+        self._dimension = dimension
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            self._dimension = len(self._embeddings.embed_documents(["dimension probe"])[0])
+        return self._dimension
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        rows = self._embeddings.embed_documents(items)
+        m = np.asarray(rows, dtype=np.float64)
+        if m.ndim != 2 or m.shape != (len(items), self.dimension):
+            raise InvalidInput(
+                f"{self._name} returned vectors of shape {m.shape}, expected "
+                f"({len(items)}, {self.dimension})"
+            )
+        if not np.all(np.isfinite(m)):
+            raise InvalidInput(f"{self._name} returned a vector with NaN or infinite values")
+        return normalise(m)
+
+
 def default_embedder() -> Embedder:
     """The embedder graphmem uses when none is given: offline all-MiniLM-L6-v2."""
     return SentenceTransformerEmbedder()

@@ -221,3 +221,38 @@ def test_hostile_text_is_kept_byte_for_byte(text: str) -> None:
 def test_any_valid_note_round_trips(content: str, tags: list[str], q: float) -> None:
     note = Note(namespace="ns", content=content, tags=tags, q=q)
     assert memory_from_dict(json.loads(json.dumps(note.model_dump(mode="json")))) == note
+
+
+# ---- a LangChain Embeddings as graphmem's embedder ----------------------------------------------
+
+
+def test_langchain_embeddings_plug_in_as_an_embedder() -> None:
+    import numpy as np
+    from langchain_core.embeddings import DeterministicFakeEmbedding, Embeddings
+
+    from graphmem import GraphMemory, LangChainEmbedder
+    from graphmem.errors import ConfigError, InvalidInput
+    from graphmem.stores.embedded import EmbeddedStore
+
+    emb = LangChainEmbedder(DeterministicFakeEmbedding(size=32))
+    assert emb.dimension == 32 and emb.name == "langchain:DeterministicFakeEmbedding"
+    vectors = emb.embed(["a", "b"])
+    assert vectors.shape == (2, 32) and np.allclose(np.linalg.norm(vectors, axis=1), 1.0)
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=emb)
+    note = mem.add_note("lc", "the descaler is under the sink")
+    found = mem.retrieve("lc", "descaler", kinds=("Note",), floor=-1.0)  # random vectors
+    assert found.hits[0].memory.id == note.id
+
+    class Broken(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            return [[float("nan")] * 4 for _ in texts]
+
+        def embed_query(self, text: str) -> list[float]:
+            return [0.0] * 4
+
+    with pytest.raises(InvalidInput, match="NaN"):
+        LangChainEmbedder(Broken(), dimension=4).embed(["x"])
+    with pytest.raises(InvalidInput, match="shape"):
+        LangChainEmbedder(Broken(), dimension=8).embed(["x"])
+    with pytest.raises(ConfigError, match="not a LangChain Embeddings"):
+        LangChainEmbedder(object())
