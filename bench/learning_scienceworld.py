@@ -135,7 +135,14 @@ def run_task(
         if not train or not test or (args.tasks == "all" and max(lengths) > args.budget):
             # The budget cannot hold what the task takes: not evaluated (said in the results).
             progress.update(len(train) + len(CONDITIONS) * len(test))
-            info = {"task": task, "fits": False, "gold_lengths": lengths}
+            why = (
+                f"only {len(env.variations(args.fold))} {args.fold} variations"
+                if not test
+                else "no train variations"
+                if not train
+                else f"longest train gold path {max(lengths)}"
+            )
+            info = {"task": task, "fits": False, "gold_lengths": lengths, "why": why}
             return info, []
         t0 = time.perf_counter()
         gold_ok = 0
@@ -364,7 +371,7 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
     fit = [i for i in setup["tasks"] if i["fits"]]
     gold = ", ".join(f"{i['task']} {i['gold_successes']}/{len(i['train_variations'])}" for i in fit)
     skipped = ", ".join(
-        f"{i['task']} ({max(i['gold_lengths'], default=0)})"
+        f"{i['task']} ({i.get('why') or max(i['gold_lengths'], default=0)})"
         for i in setup["tasks"]
         if not i["fits"]
     )
@@ -391,7 +398,7 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any]) -> str:
             "task, one memory per task type "
             f"(gold runs that succeeded: {gold}), proceduralized, key = task description",
             f"- task types evaluated: {len(fit)}, every type whose train gold paths fit the step "
-            f"budget; not evaluated (longest train gold path): {skipped or 'none'}",
+            f"budget and that has the evaluated variations; not evaluated: {skipped or 'none'}",
             f"- evaluation: {setup['fold']} variations {setup['test_start']}.."
             f"{setup['test_start'] + setup['test'] - 1} (by position) per task, step budget "
             f"{setup['budget']}; agent: ReplayAdapter (replays the nearest retrieved procedure "
