@@ -48,7 +48,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from bench.common import (
     machine_info,
@@ -85,7 +85,7 @@ class Condition:
     """none, plain, flat, graphmem."""
     lam: float = 0.0
     graph: bool = True
-    q_scale: str = "pool"
+    q_scale: Literal["pool", "reward"] = "pool"
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -288,20 +288,24 @@ class GraphmemMemory(NoMemory):
             k2=k,
             lam=condition.lam,
             kinds=(MemoryKind.NOTE,),
-            q_scale="reward" if condition.q_scale == "reward" else "pool",
+            q_scale=condition.q_scale,
         )
         self.offered: dict[str, Any] = {}
+        """This game's hits by memory id (what credit by use can credit)."""
+        self.episode_id: str | None = None
+        """The last finished game's Episode."""
+
+    def _hits(self, query: str) -> list[Any]:
+        """Retrieve for ``query``; the hits join this game's offered ones."""
+        hits = self.mem.retrieve(self.namespace, query, self.config).hits
+        for hit in hits:
+            self.offered.setdefault(hit.memory.id, hit)
+        return hits
 
     def _retrieve(self, query: str) -> list[Offer]:
         from flows.textworld_agent import fact_lines
 
-        found = self.mem.retrieve(self.namespace, query, self.config)
-        offers = []
-        for hit in found.hits:
-            facts = fact_lines(hit.memory) or []
-            self.offered.setdefault(hit.memory.id, hit)
-            offers.append(Offer(hit.memory.id, tuple(facts)))
-        return offers
+        return [Offer(h.memory.id, tuple(fact_lines(h.memory) or [])) for h in self._hits(query)]
 
     def start(self, task: str) -> list[Offer]:
         self.offered = {}
@@ -344,7 +348,7 @@ class GraphmemMemory(NoMemory):
 
     def size(self) -> int:
         counts = self.mem.store.counts(self.namespace)
-        return sum(n for kind, n in counts.items() if kind == "Note")
+        return sum(counts.get(kind, 0) for kind in self.config.kinds)
 
     def uses(self) -> list[int]:
         """How often each memory that Q ranks was credited (its ``uses``), for the report."""
@@ -415,16 +419,12 @@ class GraphmemExperiences(GraphmemMemory):
 
         super().__init__(embedder, condition, k, store_dir)
         self.config = self.config.model_copy(update={"kinds": (MemoryKind.PROCEDURE,)})
-        self.episode_id: str | None = None
 
     def start(self, task: str) -> list[Offer]:
         from graphmem.examples.envs.procedures import plans_from_hits
 
         self.offered = {}
-        found = self.mem.retrieve(self.namespace, task, self.config)
-        plans = plans_from_hits(self.mem, self.namespace, found.hits)
-        for hit in found.hits:
-            self.offered[hit.memory.id] = hit
+        plans = plans_from_hits(self.mem, self.namespace, self._hits(task))
         return [Offer(p.procedure_id, plan=p) for p in plans]
 
     def recall(self, question: str) -> list[Offer]:
@@ -444,10 +444,6 @@ class GraphmemExperiences(GraphmemMemory):
         )
         if self.graph and out.built is not None and not out.built.deduplicated:
             self.mem.evolve(self.namespace, out.built.procedure.id)
-
-    def size(self) -> int:
-        counts = self.mem.store.counts(self.namespace)
-        return sum(n for kind, n in counts.items() if kind == "Procedure")
 
 
 ITEMS = ("experiences", "facts")
@@ -536,6 +532,7 @@ def play_stream(
     memory = make_memory(condition, embedder, handover, items=items)
     run = Run(condition.name)
     tally: dict[str, tuple[int, int]] = {}  # family -> (won, played) so far: the baseline
+    asks = items == "facts"  # experiences are handed over once, at the start of a game
     started = time.perf_counter()
     for family, seed in plan:
         t0 = time.perf_counter()
@@ -553,7 +550,6 @@ def play_stream(
         steps: list[tuple[str, str, float]] = [("", obs.text, 0.0)]
         result = None
         while True:
-            asks = items == "facts"  # experiences are handed over once, at the start
             questions = policy.recall_queries(obs.text, obs.valid_actions, obs.inventory)
             for question in questions if asks else []:
                 found = memory.recall(question)

@@ -26,9 +26,6 @@ class SeedRange:
     start: int
     purpose: str
 
-    def seeds(self, n: int) -> range:
-        return range(self.start, self.start + n)
-
 
 TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design choices")
 """TextWorldExpress tuning stream (dev fold)."""

@@ -133,40 +133,37 @@ def _max_handover(run: Any) -> int:
     return max(max(g.decisions) for g in run.games)
 
 
+def _play(name: str, plan: Any, envs: dict[str, Any], *, handover: int, items: str) -> Any:
+    """``name`` over ``plan`` on the dev fold, budget 30, hashing embedder."""
+    from graphmem.embedding import HashingEmbedder
+
+    return mixed.play_stream(
+        mixed.CONDITIONS[name],
+        plan,
+        fold="dev",
+        budget=30,
+        handover=handover,
+        embedder=HashingEmbedder(),
+        envs=envs,
+        items=items,
+    )
+
+
 @pytest.mark.java
 @requires_java
 def test_every_condition_but_plain_stays_within_the_handover(monkeypatch: Any) -> None:
-    from graphmem.embedding import HashingEmbedder
 
     plan = mixed.mixed_plan(12, start=0, families=("twc", "cookingworld"))
     envs = mixed.open_envs(["twc", "cookingworld"], 30)
     try:
         runs = {
-            (name, items): mixed.play_stream(
-                mixed.CONDITIONS[name],
-                plan,
-                fold="dev",
-                budget=30,
-                handover=2,
-                embedder=HashingEmbedder(),
-                envs=envs,
-                items=items,
-            )
+            (name, items): _play(name, plan, envs, handover=2, items=items)
             for name in ("plain", "flat-topk", "two-phase", "two-phase-nograph")
             for items in mixed.ITEMS
         }
         # The check can fail: a memory that ignores K is caught.
         monkeypatch.setattr(mixed, "make_memory", lambda *a, **k: _Greedy())
-        greedy = mixed.play_stream(
-            mixed.CONDITIONS["flat-topk"],
-            plan,
-            fold="dev",
-            budget=30,
-            handover=2,
-            embedder=HashingEmbedder(),
-            envs=envs,
-            items="facts",
-        )
+        greedy = _play("flat-topk", plan, envs, handover=2, items="facts")
     finally:
         for env in envs.values():
             env.close()
@@ -181,20 +178,10 @@ def test_every_condition_but_plain_stays_within_the_handover(monkeypatch: Any) -
 @pytest.mark.java
 @requires_java
 def test_experiences_are_followed_and_only_followed_ones_are_credited() -> None:
-    from graphmem.embedding import HashingEmbedder
 
     plan = mixed.mixed_plan(30, start=0, families=("twc",))
     with mixed.open_envs(["twc"], 30)["twc"] as env:
-        run = mixed.play_stream(
-            mixed.CONDITIONS["two-phase"],
-            plan,
-            fold="dev",
-            budget=30,
-            handover=3,
-            embedder=HashingEmbedder(),
-            envs={"twc": env},
-            items="experiences",
-        )
+        run = _play("two-phase", plan, {"twc": env}, handover=3, items="experiences")
     assert run.games[0].decisions == [0]  # nothing to hand over yet
     assert all(d[0] >= 1 for d in (g.decisions for g in run.games[1:]))
     assert any(g.used for g in run.games)  # some game followed a remembered one

@@ -182,15 +182,11 @@ def rank_candidates(
     sims = [_ordinal(sim) for _, sim in candidates]
     qs = [_ordinal(m.q) for m, _ in candidates]
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
-    if utility_kinds is None:
-        z_q = _q_scores(qs, q_reward_scale)
-    else:
-        kinds = {str(k) for k in utility_kinds}
-        valued = [i for i, (m, _) in enumerate(candidates) if str(m.kind) in kinds]
-        z_valued = _q_scores([qs[i] for i in valued], q_reward_scale)
-        z_q = [0.0] * len(qs)
-        for i, z in zip(valued, z_valued, strict=True):
-            z_q[i] = z
+    kinds = None if utility_kinds is None else {str(k) for k in utility_kinds}
+    valued = [i for i, (m, _) in enumerate(candidates) if kinds is None or str(m.kind) in kinds]
+    z_q = [0.0] * len(qs)
+    for i, z in zip(valued, _q_scores([qs[i] for i in valued], q_reward_scale), strict=True):
+        z_q[i] = z
     scored = []
     for i, ((memory, sim), s, q, zs, zq) in enumerate(
         zip(candidates, sims, qs, z_sim, z_q, strict=True)
@@ -245,17 +241,18 @@ def retrieve(
     else:
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
+    scale = _reward_scale(mem, cfg)
     hits = rank_candidates(
         candidates,
         cfg.lam,
         cfg.k2,
         use_sim=cfg.policy is not RetrievePolicy.RANDOM,
         utility_kinds=cfg.utility_kinds,
-        q_reward_scale=_reward_scale(mem, cfg),
+        q_reward_scale=scale,
     )
     explored = False
     if cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
-        hits = _explore(candidates, cfg, rng, _reward_scale(mem, cfg))
+        hits = _explore(candidates, cfg, rng, scale)
         explored = True
     log.debug(
         "retrieve ns=%s query=%.60r: %d candidates, %d hits%s",
