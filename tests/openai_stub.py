@@ -76,17 +76,22 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
         actions = list(dict.fromkeys(a.strip() for a in _ACTION.findall(user)))
         return {"steps": [f"stub: {a}" for a in actions[:5]] or ["stub: act"], "notes": ""}
     if op == "reflect":
+        actions = [a.strip() for a in _ACTION.findall(user)]
         return {
-            "tip": "stub tip: check the receptacle before acting.",
+            "tip": f"stub tip: check the receptacle before '{(actions or ['acting'])[0]}'.",
             "polarity": "avoid",
             "failed_step": 0,
             "corrected_steps": None,
         }
     if op == "decide_links":
         ids = re.findall(r'"id": "([^"]+)"', user)
+        about = " ".join(words[:2]) or "memory"
         return {
-            "links": [{"id": i, "reason": "stub link", "strength": 0.9} for i in ids[:1]],
-            "updates": [{"id": i, "context": "stub refreshed context"} for i in ids[:1]],
+            "links": [
+                {"id": i, "reason": f"stub link: both about {about}", "strength": 0.9}
+                for i in ids[:1]
+            ],
+            "updates": [{"id": i, "context": f"stub refreshed context about {about}"} for i in ids[:1]],
         }
     if op == "choose_action":
         actions = user.split("Valid actions:\n", 1)[-1].splitlines()

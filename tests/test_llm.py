@@ -95,7 +95,7 @@ def test_every_operation_on_the_chat_openai_path(stub: OpenAIStub) -> None:
     ]
     links = llm.decide_links("heat the soup on the stove", neighbours)
     assert [(c.id, c.strength) for c in links.links] == [("n1", 0.9)]
-    assert links.updates[0].context == "stub refreshed context"
+    assert links.updates[0].context.startswith("stub refreshed context about")
     assert stub.ops() == ["extract_keywords", "distill_script", "reflect", "decide_links"]
     assert llm.usage.calls == 4
     assert llm.usage.prompt_tokens == sum(p for p, _ in stub.usage)
@@ -269,11 +269,11 @@ def test_model_answers_carry_the_model_name() -> None:
 
 
 def test_invented_neighbour_ids_are_retried_then_dropped() -> None:
-    ghost = '{"id": "ghost", "reason": "r", "strength": 0.5}'
-    real = '{"id": "n1", "reason": "r", "strength": 0.5}'
+    ghost = '{"id": "ghost", "reason": "both about keys", "strength": 0.5}'
+    real = '{"id": "n1", "reason": "both about keys", "strength": 0.5}'
     replies = [f'{{"links": [{ghost}]}}', f'{{"links": [{ghost}, {real}, {real}]}}']
     llm = MemoryLLM(FakeListChatModel(responses=replies))
-    out = llm.decide_links("m", [Neighbour(id="n1", text="x", sim=0.9)])
+    out = llm.decide_links("the keys", [Neighbour(id="n1", text="keys here", sim=0.9)])
     # Only invented ids: invalid, retried. Some real ones: the rest dropped, duplicates too.
     assert [c.id for c in out.links] == ["n1"] and out.updates == []
     assert llm.usage.calls == 2 and llm.usage.failures == 1

@@ -153,7 +153,7 @@ def test_a_rambling_model_is_cut_at_the_cap_and_asked_for_less(stub: OpenAIStub)
     assert "too long" in stub.requests[1]["body"]["messages"][-1]["content"]
     assert_usage_matches(llm, stub)
     stub.always("ramble")
-    with pytest.raises(LLMError, match="cut at the output-token cap"):
+    with pytest.raises(LLMError, match="cut at 50 tokens"):
         llm_for(stub, max_tokens=50, fallback=False).extract_keywords("water the plants")
 
 

@@ -15,16 +15,17 @@ server saw counts in :attr:`MemoryLLM.usage` and against the operation's :class:
 >>> llm.extract_keywords("Put the apple in the fridge")
 ['fridge', 'apple']
 >>> llm.usage.calls, llm.output_mode
-(1, 'prompt')
+(1, 'json')
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from langchain_core.language_models import BaseChatModel
@@ -33,7 +34,7 @@ from langchain_core.runnables import Runnable
 from pydantic import BaseModel, ValidationError
 
 from graphmem.errors import LLMError
-from graphmem.llm import prompts
+from graphmem.llm import checks, prompts
 from graphmem.llm.failures import describe, partial_reply, reported_usage, short
 from graphmem.llm.output import (
     OUTPUT_MODES,
@@ -45,6 +46,7 @@ from graphmem.llm.output import (
     rejects_mode,
     reply_text,
 )
+from graphmem.llm.parsing import InvalidOutput, parse_json_object
 from graphmem.llm.schemas import (
     ActionChoice,
     LinkDecisions,
@@ -54,6 +56,7 @@ from graphmem.llm.schemas import (
     Script,
     TaskKeywords,
 )
+from graphmem.llm.transport import RequestLimits, bounded_http_client, request_limits
 from graphmem.llm.usage import CallBudget, LLMUsage, token_usage
 from graphmem.models import TrajectoryStep
 
@@ -67,42 +70,24 @@ DEFAULT_RETRIES = 2
 RETRY_TEMPERATURE = 0.4
 """Temperature of retries when the model runs at 0: a repeat of the same bytes helps nobody."""
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_DECODER = json.JSONDecoder()
 _PLACEHOLDER = re.compile(r"^\s*(?:\.{2,}|…+|<[^<>]*>)\s*$")
 """What small models copy from the prompt's "Shape:" line instead of answering."""
 _COPY_MIN_CHARS = 30
-_CUT = "the reply was cut at the output-token cap, GRAPHMEM_LLM_MAX_TOKENS"
+_CAP = "GRAPHMEM_LLM_MAX_TOKENS"
+CHARS_PER_TOKEN = 16
+"""Reply characters allowed per token of the cap (generous: escapes, long tokens)."""
+UNCAPPED_REPLY_CHARS = 262_144
+"""The bound on a reply's characters when there is no token cap."""
 
+__all__ = ["InvalidOutput", "MemoryLLM", "check_content", "match_action", "parse_json_object"]
 
-class InvalidOutput(ValueError):
-    """The model's reply was not a JSON object valid for the operation."""
+_settled: dict[str, list[OutputMode]] = {}
+"""Output modes left to try, per base URL, as ``auto`` clients learned them (this process)."""
+_settled_lock = threading.Lock()
 
 
 Check = Callable[[Any], None]
 """An operation's content check: raises :class:`InvalidOutput` saying what is wrong."""
-
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """The first JSON object in ``text``: bare, inside ```json fences, or amid prose."""
-    text = _THINK.sub("", text).strip()
-    candidates = [m.group(1).strip() for m in _FENCE.finditer(text)] + [text]
-    for candidate in candidates:
-        try:
-            value = json.loads(candidate)
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict):
-            return value
-        for match in re.finditer(r"\{", candidate):
-            try:
-                value, _ = _DECODER.raw_decode(candidate, match.start())
-            except json.JSONDecodeError:
-                continue
-            if isinstance(value, dict):
-                return value
-    raise InvalidOutput("the reply holds no JSON object")
 
 
 def check_content(value: BaseModel, instructions: str) -> None:
@@ -134,7 +119,10 @@ class MemoryLLM:
     :class:`CallBudget` is passed. ``output``: how replies are constrained (``json_schema``,
     ``tool``, ``json``, ``prompt``, or ``auto``: the strongest the model and server take).
     ``max_failures_in_a_row``: failed requests in a row (timeouts, 5xx) after which the endpoint
-    is taken out of use for this run, so a dead server costs bounded time.
+    is taken out of use for this run, so a dead server costs bounded time. ``max_tokens``: the
+    cap the chat model sends (a reply at it was cut; one over it or over ``CHARS_PER_TOKEN``
+    characters a token is refused unparsed). ``timeout``: one deadline per request, covering
+    connect, headers, body and parsing (enforced at the socket for :meth:`from_openai`'s models).
     """
 
     def __init__(
@@ -150,6 +138,8 @@ class MemoryLLM:
         base_url: str | None = None,
         retry_temperature: float | None = RETRY_TEMPERATURE,
         max_failures_in_a_row: int | None = None,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
     ) -> None:
         if retries < 0:
             raise ValueError("retries must be >= 0")
@@ -166,9 +156,18 @@ class MemoryLLM:
         )
         # Strings never to let through into error messages or logs (API keys).
         self._secrets = tuple(s for s in secrets if s)
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.max_reply_chars = (
+            CHARS_PER_TOKEN * max_tokens + 4096 if max_tokens else UNCAPPED_REPLY_CHARS
+        )
+        self.max_reply_bytes = 2 * self.max_reply_chars + 16_384  # JSON escapes, envelope
         self._modes: list[OutputMode] = (
             list(OUTPUT_MODES) if output == "auto" else [output]  # type: ignore[list-item]
         )
+        if output == "auto" and base_url:
+            with _settled_lock:  # a refusal already seen at this URL is not asked again
+                self._modes = list(_settled.get(base_url, self._modes))
         self._lock = threading.Lock()
         self._failures_in_a_row = 0
         self._disabled: str | None = None
@@ -198,9 +197,11 @@ class MemoryLLM:
 
         ``max_tokens`` caps every reply; it is sent as ``max_tokens`` (what llama.cpp, vLLM and
         Ollama read) or, with ``max_tokens_field="max_completion_tokens"``, under OpenAI's newer
-        name (its reasoning models refuse the old one). ``timeout`` bounds each request in
-        seconds; ``retries`` is graphmem's own retry, counted in usage. ``max_retries`` is the
-        SDK's hidden HTTP retry: leave it at 0, or usage and budgets miss those requests.
+        name (its reasoning models refuse the old one). ``timeout`` is each request's deadline
+        in seconds, from connecting to the parsed reply (a server that drips bytes is cut off
+        at it, and the connection closed); ``retries`` is graphmem's own retry, counted in
+        usage. ``max_retries`` is the SDK's hidden HTTP retry: leave it at 0, or usage and
+        budgets miss those requests.
         ``json_mode=True`` is ``output="json"``.
         """
         from langchain_openai import ChatOpenAI
@@ -229,6 +230,7 @@ class MemoryLLM:
             temperature=temperature,
             timeout=timeout,
             max_retries=max_retries,
+            http_client=bounded_http_client(timeout),
             **kwargs,
         )
         return cls(
@@ -239,6 +241,8 @@ class MemoryLLM:
             secrets=(api_key,),
             output="json" if json_mode else output,
             base_url=base_url,
+            max_tokens=max_tokens,
+            timeout=timeout,
         )
 
     def __repr__(self) -> str:
@@ -273,6 +277,7 @@ class MemoryLLM:
             prompts.note_fields_user(text),
             NoteFields,
             budget,
+            check=checks.context_check(text),
         )
 
     def extract_keywords(self, task_text: str, *, budget: CallBudget | None = None) -> list[str]:
@@ -301,6 +306,7 @@ class MemoryLLM:
             prompts.distill_script_user(task, steps, success),
             Script,
             budget,
+            check=checks.script_check(task, [s.action for s in steps], success),
         )
 
     def reflect(
@@ -313,12 +319,16 @@ class MemoryLLM:
     ) -> Reflection:
         """A tip (and maybe corrected steps) from a failed attempt (Mem^p adjustment)."""
 
+        actions = [s.action for s in [*failed_steps, *(successful_steps or [])]]
+        grounded = checks.tip_check(actions, task)
+
         def step_exists(out: Reflection) -> None:
             if out.failed_step is not None and out.failed_step >= len(failed_steps):
                 raise InvalidOutput(
                     f"failed_step {out.failed_step} is not a step of the failed attempt "
                     f"(0..{len(failed_steps) - 1}, or null)"
                 )
+            grounded(out)
 
         return self.structured(
             "reflect",
@@ -340,6 +350,7 @@ class MemoryLLM:
         if not neighbours:
             return LinkDecisions(links=[])
         ids = {n.id for n in neighbours}
+        grounded = checks.link_check(memory_text, neighbours)
 
         def known_ids(out: LinkDecisions) -> None:
             unknown = sorted(({c.id for c in out.links} | {u.id for u in out.updates}) - ids)
@@ -347,6 +358,7 @@ class MemoryLLM:
                 raise InvalidOutput(
                     f"ids {', '.join(unknown[:3])} are not in the neighbour list; use only its ids"
                 )
+            grounded(out.restricted_to(ids))
 
         # The neighbour ids as an enum: a server that enforces the schema (a grammar) then
         # cannot let even a small model invent an id or write a placeholder.
@@ -407,8 +419,6 @@ class MemoryLLM:
         Returns the keywords and the seconds it took; raises :class:`LLMError` with the cause
         (and what to fix) when the endpoint cannot answer.
         """
-        import time
-
         started = time.perf_counter()
         words = self.extract_keywords("Check the endpoint: put the red apple in the fridge.")
         return words, time.perf_counter() - started
@@ -441,78 +451,153 @@ class MemoryLLM:
         last_error = "no request was made"
         first_error: str | None = None  # of this operation: kept in the final message
         attempt = 0
+        cuts = 0
         while attempt <= self.retries:
             mode, runnable = self._bound(op, wanted, retry=attempt > 0)
             if not budget.take():
                 last_error = f"the LLM call budget of {budget.max_calls} per operation is spent"
                 break
-            try:
-                result = runnable.invoke(messages)
-            except Exception as e:  # any provider or transport error is one failed request
-                failure = describe(e, base_url=self.base_url, model=self.name)
-                self.usage.record_call(*reported_usage(e))
-                self.usage.record_failure()
-                message = self._redact(failure.message)
-                if len(self._modes) > 1 and rejects_mode(failure.status, message):
-                    self._step_down(mode, message)
-                    budget.refund()  # at most three per client: the question was not asked
-                    continue
-                if failure.cut:
-                    self._failures_in_a_row = 0  # the server answered; the model rambled
-                    last_error = f"invalid output: {_CUT}"
-                    log.warning("%s attempt %d (%s): %s", op, attempt + 1, mode, last_error)
-                    self._remember(last_error)
-                    first_error = first_error or last_error
-                    partial = AIMessage(partial_reply(e)[:2000] or "…")
-                    messages = [*messages[:2], partial, HumanMessage(prompts.repair("", cut=True))]
-                    attempt += 1
-                    continue
-                last_error = f"request failed: {message}"
-                log.warning("%s attempt %d: %s", op, attempt + 1, last_error)
-                self._remember(last_error)
-                first_error = first_error or last_error
-                if failure.permanent:
-                    self._disable(last_error)
-                    break
-                if self._count_failure():
-                    break
-                attempt += 1
-                continue
-            self._failures_in_a_row = 0
-            reply = raw_message(result)
-            self.usage.record_call(*token_usage(reply))
-            text = reply_text(reply)
-            try:
-                value = model.model_validate(parse(text))
-                check_content(value, system)
-                if check is not None:
-                    check(value)
-                return value
-            except (InvalidOutput, ValidationError) as e:
-                self.usage.record_failure()
-                cut = _finish_reason(reply) == "length"
-                why = self._redact(short(e))
-                last_error = f"invalid output: {why}" + (f" ({_CUT})" if cut else "")
-                log.warning(
-                    "%s attempt %d (%s): %s; reply was %r",
-                    op,
-                    attempt + 1,
-                    mode,
-                    last_error,
-                    self._redact(text[:200]),
-                )
-                self._remember(last_error)
-                first_error = first_error or last_error
-                # Tell the model what was wrong; a second chance with the error usually works.
-                messages = [
-                    *messages[:2],
-                    AIMessage(text[:2000]),
-                    HumanMessage(prompts.repair(self._redact(short(e, 200)), cut)),
-                ]
-                attempt += 1
+            cut: str | None = None  # why the reply is unusable as a whole: cut or too large
+            partial = ""
+            with self._limits() as limits:
+                try:
+                    result = runnable.invoke(messages)
+                    reply: BaseMessage | None = raw_message(result)
+                except Exception as e:  # any provider or transport error is one failed request
+                    reply = None
+                    failure = describe(e, base_url=self.base_url, model=self.name)
+                    message = self._redact(failure.message)
+                    tokens = reported_usage(e)
+                    if len(self._modes) > 1 and rejects_mode(failure.status, message):
+                        # Asked nothing: not a failure, and this URL is not asked that again.
+                        self.usage.record_call(*tokens, counted=True)
+                        self._step_down(mode, message)
+                        budget.refund()  # at most three per client: the question was not asked
+                        continue
+                    answered = failure.cut or failure.status is not None
+                    self.usage.record_call(*tokens, counted=answered or tokens != (0, 0))
+                    self.usage.record_failure()
+                    if failure.cut or failure.kind == "too_large":
+                        self._failures_in_a_row = 0  # the server answered; the model rambled
+                    if failure.cut:
+                        cut = self._cut_at(tokens[1])
+                        partial = partial_reply(e)
+                    elif failure.kind == "too_large":
+                        cut = message
+                    else:
+                        last_error = f"request failed: {message}"
+                        log.warning("%s attempt %d: %s", op, attempt + 1, last_error)
+                        self._remember(last_error)
+                        first_error = first_error or last_error
+                        if failure.permanent:
+                            self._disable(last_error)
+                            break
+                        if self._count_failure():
+                            break
+                        attempt += 1
+                        continue
+                if reply is not None:
+                    self._failures_in_a_row = 0
+                    prompt_tokens, completion_tokens = token_usage(reply)
+                    reported = bool(getattr(reply, "usage_metadata", None)) or bool(
+                        (getattr(reply, "response_metadata", None) or {}).get("token_usage")
+                    )
+                    self.usage.record_call(prompt_tokens, completion_tokens, counted=reported)
+                    text = reply_text(reply)
+                    cut = self._unusable(reply, text, completion_tokens)
+                    if cut is None:
+                        try:
+                            value = model.model_validate(parse(text))
+                            check_content(value, system)
+                            if check is not None:
+                                check(value)
+                        except (InvalidOutput, ValidationError) as e:
+                            self.usage.record_failure()
+                            last_error = f"invalid output: {self._redact(short(e))}"
+                            log.warning(
+                                "%s attempt %d (%s): %s; reply was %r",
+                                op,
+                                attempt + 1,
+                                mode,
+                                last_error,
+                                self._redact(text[:200]),
+                            )
+                            self._remember(last_error)
+                            first_error = first_error or last_error
+                            # Tell the model what was wrong; a second chance usually works.
+                            messages = [
+                                *messages[:2],
+                                AIMessage(text[:2000]),
+                                HumanMessage(prompts.repair(self._redact(short(e, 200)), False)),
+                            ]
+                            attempt += 1
+                            continue
+                        if not self._in_time(limits):
+                            self.usage.record_failure()
+                            last_error = f"request failed: {self._late(limits)}"
+                            log.warning("%s attempt %d: %s", op, attempt + 1, last_error)
+                            self._remember(last_error)
+                            first_error = first_error or last_error
+                            if self._count_failure():
+                                break
+                            attempt += 1
+                            continue
+                        return value
+                    self.usage.record_failure()
+                    partial = text
+            # The reply was cut at the cap or is over the bound: once more, shorter, then stop.
+            cuts += 1
+            last_error = f"invalid output: {cut}"
+            log.warning("%s attempt %d (%s): %s", op, attempt + 1, mode, last_error)
+            self._remember(last_error)
+            first_error = first_error or last_error
+            if cuts > 1:
+                break
+            shown = AIMessage(partial[:2000] or "…")
+            messages = [*messages[:2], shown, HumanMessage(prompts.repair("", cut=True))]
+            attempt += 1
         if first_error and first_error != last_error:
             last_error += f"; first error: {first_error}"
         raise LLMError(f"{op} via {self.name}: {last_error}")
+
+    def _limits(self) -> AbstractContextManager[RequestLimits | None]:
+        """The bounds of one request: its deadline and the bytes its reply may have."""
+        if self.timeout is None:
+            return nullcontext()
+        return request_limits(self.timeout, self.max_reply_bytes)
+
+    def _in_time(self, limits: RequestLimits | None) -> bool:
+        return limits is None or limits.remaining() > 0
+
+    def _late(self, limits: RequestLimits | None) -> str:
+        seconds = limits.seconds if limits is not None else 0.0
+        return (
+            f"the reply was not parsed within the {seconds:g} s deadline (no answer in time: "
+            "raise the timeout, GRAPHMEM_LLM_TIMEOUT, or check the server)"
+        )
+
+    def _cut_at(self, tokens: int) -> str:
+        at = tokens or self.max_tokens
+        where = f"cut at {at} tokens" if at else "cut at the output-token cap"
+        return f"the reply was {where} (the cap, {_CAP})"
+
+    def _unusable(self, reply: BaseMessage, text: str, completion_tokens: int) -> str | None:
+        """Why a reply is not parsed at all: cut at the cap, or over the bound; else None."""
+        if self.max_tokens and completion_tokens > self.max_tokens:
+            return (
+                f"the reply has {completion_tokens} tokens, over the cap of {self.max_tokens} "
+                f"({_CAP}): the server ignores max_tokens"
+            )
+        if len(text) > self.max_reply_chars:
+            return (
+                f"the reply is {len(text):,} characters, over the bound of "
+                f"{self.max_reply_chars:,} ({_CAP})"
+            )
+        if _finish_reason(reply) == "length" or (
+            self.max_tokens is not None and completion_tokens >= self.max_tokens
+        ):
+            return self._cut_at(completion_tokens)
+        return None
 
     # ---- helpers -------------------------------------------------------------------------
 
@@ -540,8 +625,20 @@ class MemoryLLM:
         with self._lock:
             if self._modes and self._modes[0] == mode and len(self._modes) > 1:
                 self._modes.pop(0)
-        log.warning(
-            "%s refused output mode %s (%s); using %s", self.name, mode, message, self._modes[0]
+            modes = list(self._modes)
+        known = False
+        if self.base_url:
+            with _settled_lock:
+                known = _settled.get(self.base_url) == modes
+                _settled[self.base_url] = modes
+        # Expected of some servers (llama-cpp-python's refuses json_schema): said once per URL.
+        log.log(
+            logging.DEBUG if known else logging.INFO,
+            "%s refused output mode %s (%s); using %s",
+            self.name,
+            mode,
+            message,
+            modes[0],
         )
 
     def _remember(self, error: str) -> None:

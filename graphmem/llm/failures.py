@@ -16,7 +16,9 @@ from typing import Any, Literal
 
 from pydantic import ValidationError
 
-FailureKind = Literal["permanent", "timeout", "connection", "transient"]
+from graphmem.llm.transport import too_large
+
+FailureKind = Literal["permanent", "timeout", "connection", "transient", "too_large"]
 
 PERMANENT_STATUS = (401, 403, 404)
 """Statuses no retry can fix: wrong key, no access, wrong URL or model."""
@@ -67,6 +69,9 @@ def describe(error: BaseException, *, base_url: str | None = None, model: str = 
     status = status_of(error)
     what = f"{type(error).__name__}: {short(error, 200)}"
     names = _names(error)
+    big = too_large(error)
+    if big is not None:
+        return Failure("too_large", status, short(big, 200))
     if "lengthfinishreason" in names:
         return Failure("transient", status, what, cut=True)
     if status in PERMANENT_STATUS:

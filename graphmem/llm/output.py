@@ -12,9 +12,11 @@ takes and validates the answer itself whatever the mode:
 - ``prompt``: nothing but the instructions; the object is parsed out of free text.
 
 ``auto`` starts at ``json_schema`` and steps down when the chat model cannot bind a mode or the
-server rejects it (see :func:`rejects_mode`). Requests go through LangChain's
-``with_structured_output(..., include_raw=True)``; only the raw message is used, so usage
-metadata and our own validation stay in one place.
+server rejects it (see :func:`rejects_mode`). For langchain-openai's chat models the request
+is bound directly (``response_format`` or a forced tool) and nothing parses the reply but the
+client, which bounds it first; other chat models go through LangChain's
+``with_structured_output(..., include_raw=True)``, of which only the raw message is used. Either
+way usage metadata and validation stay in one place.
 
 >>> output_schema(__import__("graphmem.llm.schemas", fromlist=["x"]).TaskKeywords)["required"]
 ['keywords']
@@ -90,10 +92,28 @@ def bind(
         return chat_model.bind(response_format={"type": "json_object", "schema": schema})
     if mode == "tool":
         tool = {"name": op, "description": f"graphmem {op} output", "parameters": schema}
+        if _is_openai(chat_model):
+            # The request with_structured_output would send, without its output parser: the
+            # reply is parsed once, bounded, by the client (tool arguments are plain JSON).
+            return chat_model.bind_tools([tool], tool_choice=op, parallel_tool_calls=False)
         return chat_model.with_structured_output(tool, method="function_calling", include_raw=True)
+    if _is_openai(chat_model):
+        # LangChain's JSON parser behind with_structured_output(method="json_schema") is
+        # quadratic in the reply's length; the client parses the reply itself, bounded.
+        return chat_model.bind(response_format={"type": "json_schema", "json_schema": {
+            "name": op, "schema": schema}})  # fmt: skip
     return chat_model.with_structured_output(
         {"name": op, "schema": schema}, method=_METHOD[mode], include_raw=True
     )
+
+
+def _is_openai(chat_model: BaseChatModel) -> bool:
+    """Whether ``chat_model`` is langchain-openai's (whose requests graphmem builds itself)."""
+    try:
+        from langchain_openai.chat_models.base import BaseChatOpenAI
+    except ImportError:  # pragma: no cover - langchain-openai is a dependency
+        return False
+    return isinstance(chat_model, BaseChatOpenAI)
 
 
 def raw_message(result: Any) -> BaseMessage:

@@ -23,6 +23,11 @@ class UsageSnapshot(BaseModel):
     completion_tokens: int = Field(default=0, description="Output tokens, from usage metadata.")
     failures: int = Field(default=0, description="Requests that failed or returned invalid output.")
     fallbacks: int = Field(default=0, description="Operations answered by the offline fallback.")
+    uncounted: int = Field(
+        default=0,
+        description="Requests whose tokens the server never reported (timed out, cut off by "
+        "graphmem, or a chat model without usage metadata): the token counts miss them.",
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -35,9 +40,10 @@ class UsageSnapshot(BaseModel):
         '3 requests (1 failed), 1,200 prompt + 80 completion tokens, 0 fallbacks'
         """
         failed = f" ({self.failures} failed)" if self.failures else ""
+        unknown = f" (tokens of {self.uncounted:,} not reported)" if self.uncounted else ""
         return (
             f"{self.calls:,} requests{failed}, {self.prompt_tokens:,} prompt + "
-            f"{self.completion_tokens:,} completion tokens, {self.fallbacks:,} fallbacks"
+            f"{self.completion_tokens:,} completion tokens{unknown}, {self.fallbacks:,} fallbacks"
         )
 
 
@@ -48,10 +54,14 @@ class LLMUsage:
         self._lock = threading.Lock()
         self._totals = UsageSnapshot()
 
-    def record_call(self, prompt_tokens: int, completion_tokens: int) -> None:
+    def record_call(
+        self, prompt_tokens: int, completion_tokens: int, *, counted: bool = True
+    ) -> None:
+        """One request; ``counted=False`` when the server reported no tokens for it."""
         with self._lock:
             t = self._totals
             t.calls += 1
+            t.uncounted += 0 if counted else 1
             t.prompt_tokens += max(0, prompt_tokens)
             t.completion_tokens += max(0, completion_tokens)
 
@@ -96,7 +106,7 @@ class LLMUsage:
         return (
             f"LLMUsage(calls={s.calls}, prompt_tokens={s.prompt_tokens}, "
             f"completion_tokens={s.completion_tokens}, failures={s.failures}, "
-            f"fallbacks={s.fallbacks})"
+            f"fallbacks={s.fallbacks}, uncounted={s.uncounted})"
         )
 
 
