@@ -29,6 +29,7 @@ from graphmem.errors import (
 )
 from graphmem.memory import GraphMemory
 from graphmem.models import (
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -52,6 +53,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MEMRL_DEFAULT",
     "SIMILARITY_ONLY",
+    "CreditPolicy",
     "DimensionMismatch",
     "Edge",
     "EdgeKind",

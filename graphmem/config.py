@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from graphmem.errors import ConfigError, InvalidInput
-from graphmem.models import Granularity, GraphmemModel, KeyMode, MemoryKind
+from graphmem.models import CreditPolicy, Granularity, GraphmemModel, KeyMode, MemoryKind
 
 
 class RetrievePolicy(StrEnum):
@@ -182,6 +182,11 @@ class MemoryConfig(GraphmemModel):
         description="Similarity above which a new memory is linked as a near-duplicate.",
     )
     max_llm_calls: int = Field(default=4, ge=0, description="LLM call cap per operation.")
+    credit: CreditPolicy = Field(
+        default=CreditPolicy.OFFERED,
+        description="Which memories finish_episode credits when the call does not say: every "
+        "memory the episode was offered, or only those marked used.",
+    )
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     obsolescence: ObsolescenceConfig = Field(default_factory=ObsolescenceConfig)

@@ -92,8 +92,9 @@ class EpisodeFinished(GraphmemError):
         namespace: str,
         reward: float | None = None,
         asked: float | None = None,
+        *,
+        detail: str = "",
     ) -> None:
-        detail = ""
         if reward is not None and asked is not None:
             detail = f" with reward {reward:g}; a different reward ({asked:g}) is refused"
         super().__init__(

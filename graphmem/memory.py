@@ -22,7 +22,7 @@ from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
     from graphmem.llm import MemoryLLM
-    from graphmem.models import Episode, Note
+    from graphmem.models import CreditPolicy, Episode, Note
     from graphmem.ops.build import BuildResult
     from graphmem.ops.episodes import EpisodeOutcome, QChange
     from graphmem.ops.evolve import EvolutionResult
@@ -184,11 +184,31 @@ class GraphMemory:
         *,
         success: bool | None = None,
         alpha: float | None = None,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy | str | None = None,
     ) -> EpisodeOutcome:
-        """Credit assignment: ``Q ← Q + α(R − Q)`` on exactly what the episode retrieved."""
+        """Credit assignment: ``Q ← Q + α(R − Q)`` on what the episode was offered or, with
+        ``used=[ids]`` (or ``credit="used"`` after :meth:`mark_used`), on what it used only.
+        See :func:`graphmem.ops.episodes.finish_episode`."""
         from graphmem.ops.episodes import finish_episode
 
-        return finish_episode(self, namespace, episode_id, reward, success=success, alpha=alpha)
+        return finish_episode(
+            self,
+            namespace,
+            episode_id,
+            reward,
+            success=success,
+            alpha=alpha,
+            used=used,
+            credit=credit,
+        )
+
+    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+        """Mark memories an open episode was offered as used; returns all it has marked used.
+        An id it was not offered is refused and nothing is marked."""
+        from graphmem.ops.episodes import mark_used
+
+        return mark_used(self, namespace, episode_id, memory_ids)
 
     # ---- update and evolve (graphmem.ops.update, graphmem.ops.evolve, graphmem.ops.history) ------
 

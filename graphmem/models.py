@@ -105,6 +105,17 @@ class EpisodeStatus(StrEnum):
     FINISHED = "finished"
 
 
+class CreditPolicy(StrEnum):
+    """Which memories an episode's reward credits (docs/design.md §2.3).
+
+    ``offered``: every memory the episode was handed (its RETRIEVED edges); ``used``: only those
+    marked used (``used: true`` on the RETRIEVED edge).
+    """
+
+    OFFERED = "offered"
+    USED = "used"
+
+
 def check_unicode(value: str, field: str) -> str:
     """Refuse text that cannot be written as UTF-8 (lone surrogates)."""
     try:
@@ -425,6 +436,11 @@ class Episode(Memory):
     success: bool | None = None
     finished_at: datetime | None = None
     retrieval_config: str = Field(default="", description="The RetrievalConfig used, as JSON.")
+    credit: CreditPolicy | None = Field(
+        default=None,
+        description="Which memories the reward credited (offered or used), set when the episode "
+        "finishes; None while open.",
+    )
 
     @field_validator("task_text")
     @classmethod
@@ -471,7 +487,12 @@ class Edge(GraphmemModel):
     kind: EdgeKind
     src: str
     dst: str
-    props: dict[str, PropValue] = Field(default_factory=dict)
+    props: dict[str, PropValue] = Field(
+        default_factory=dict,
+        description="Edge properties. RETRIEVED: rank, sim, q, z_sim, z_q, score, explored (what "
+        "the episode was handed and why), used (true once the caller marked it used), q_after "
+        "and alpha (set on the memories the finish credited).",
+    )
     created_at: datetime = Field(default_factory=utcnow)
 
     @field_validator("namespace")

@@ -28,6 +28,7 @@ from graphmem.integrations.langgraph_store import GraphMemoryStore
 from graphmem.memory import GraphMemory
 from graphmem.models import (
     AnyMemory,
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -475,12 +476,24 @@ class LoopBackedStore(MemoryStore):
         *,
         success: bool,
         finished_at: datetime,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         return self._wait(
             self._store.finish_episode(
-                namespace, episode_id, reward, alpha, success=success, finished_at=finished_at
+                namespace,
+                episode_id,
+                reward,
+                alpha,
+                success=success,
+                finished_at=finished_at,
+                used=used,
+                credit=credit,
             )
         )
+
+    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+        return self._wait(self._store.mark_used(namespace, episode_id, memory_ids))
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         return self._wait(self._store.delete(namespace, memory_ids))

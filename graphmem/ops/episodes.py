@@ -2,9 +2,15 @@
 
 An :class:`~graphmem.models.Episode` records what a retrieval put in the agent's context, as
 ``(Episode)-[:RETRIEVED {rank, sim, q, score}]->(Memory)`` edges. When the episode ends with
-reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to exactly those memories and closes
-the episode, as one atomic store operation (``MemoryStore.finish_episode``) that is idempotent by
-episode id: however often it is retried, repeated or raced, the reward is credited once.
+reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to the memories its credit policy
+picks and closes the episode, as one atomic store operation (``MemoryStore.finish_episode``) that
+is idempotent by episode id: however often it is retried, repeated or raced, the reward is
+credited once.
+
+Offered vs used: the RETRIEVED edges are everything the episode was offered. A caller that knows
+which of them it acted on marks them used (``finish_episode(..., used=[ids])`` or
+:func:`mark_used`, ``used: true`` on the edge); with the ``used`` credit policy (the default when
+``used`` is given) only those are credited, and the memories offered but not used keep their Q.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -14,6 +20,16 @@ episode id: however often it is retried, repeated or raced, the reward is credit
 >>> outcome = mem.finish_episode("demo", r.episode_id, reward=1.0)
 >>> round(outcome.q[note.id], 3)  # 0.5 + 0.1 * (1.0 - 0.5)
 0.55
+
+Credit by use: only what the agent marks used moves.
+
+>>> other = mem.add_note("demo", "Basil likes sun.")
+>>> r = mem.retrieve("demo", "basil care", kinds=("Note",), open_episode=True)
+>>> sorted(h.memory.id for h in r.hits) == sorted([note.id, other.id])
+True
+>>> outcome = mem.finish_episode("demo", r.episode_id, reward=1.0, used=[other.id])
+>>> list(outcome.q) == [other.id]
+True
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ from graphmem.errors import EpisodeFinished as EpisodeFinished  # re-exported
 from graphmem.errors import InvalidInput
 from graphmem.models import (
     AnyMemory,
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -37,7 +54,14 @@ from graphmem.models import (
     check_namespace,
     utcnow,
 )
-from graphmem.stores.base import MemoryStore, check_alpha_reward, credited_order
+from graphmem.stores.base import (
+    MemoryStore,
+    check_alpha_reward,
+    check_credit,
+    check_used,
+    credited_order,
+    marked_order,
+)
 
 if TYPE_CHECKING:
     from graphmem.config import RetrievalConfig
@@ -176,9 +200,44 @@ def record_retrieval(
 
 
 def retrieved_ids(store: MemoryStore, namespace: str, episode_id: str) -> list[str]:
-    """Ids of the memories an episode RETRIEVED, in rank order."""
+    """Ids of the memories an episode RETRIEVED (was offered), in rank order."""
     edges = store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
     return credited_order(edges)
+
+
+def credited_memory_ids(store: MemoryStore, episode: Episode) -> list[str]:
+    """The memories an episode's reward credits, in rank order: those it was offered, or,
+    when it finished crediting by use, those marked used."""
+    edges = store.edges(episode.namespace, episode.id, kinds=[EdgeKind.RETRIEVED], direction="out")
+    if episode.credit is CreditPolicy.USED:
+        return marked_order(edges)
+    return credited_order(edges)
+
+
+def mark_used(
+    mem: MemoryContext, namespace: str, episode_id: str, memory_ids: Sequence[str]
+) -> list[str]:
+    """Mark memories an open episode was offered as used (``used: true`` on their RETRIEVED
+    edges); returns every memory the episode has marked used, in rank order.
+
+    With the ``used`` credit policy only marked memories are credited. An id the episode was
+    not offered is refused (InvalidInput) and nothing is marked; marking again is a no-op.
+    """
+    check_namespace(namespace)
+    check_id(episode_id)
+    return mem.store.mark_used(namespace, episode_id, check_used(memory_ids))
+
+
+def resolve_credit(
+    mem: MemoryContext, credit: CreditPolicy | str | None, used: Sequence[str] | None
+) -> CreditPolicy:
+    """The credit policy of a finish: ``credit`` when given, else ``used`` when the call names
+    used memories, else the config's."""
+    if credit is not None:
+        return check_credit(credit)
+    if used is not None:
+        return CreditPolicy.USED
+    return mem.config.credit
 
 
 # ---- finishing ---------------------------------------------------------------------------
@@ -192,15 +251,24 @@ def finish_episode(
     *,
     success: bool | None = None,
     alpha: float | None = None,
+    used: Sequence[str] | None = None,
+    credit: CreditPolicy | str | None = None,
 ) -> EpisodeOutcome:
-    """Credit ``reward`` to exactly the memories the episode retrieved, and close it.
+    """Credit ``reward`` to the memories the episode offered or used, and close it.
+
+    ``used`` marks memories the episode was offered as used (as :func:`mark_used` does; an id it
+    was not offered is refused). ``credit`` chooses what the reward credits: ``"offered"``
+    (every memory the episode RETRIEVED) or ``"used"`` (only those marked used, by this call or
+    before); left out, it is ``"used"`` when ``used`` is given, else ``mem.config.credit``
+    (``"offered"`` by default).
 
     ``Q ← Q + α(R − Q)`` with ``α = alpha`` or ``mem.config.alpha``; ``success`` defaults to
     ``reward >= mem.config.success_reward``; ``reward`` must lie in the config's reward range.
     One atomic store operation, idempotent by episode id: a retried, repeated or concurrent
-    finish with the same reward returns the recorded outcome (``replayed=True``) and credits
-    nothing; another reward raises :class:`EpisodeFinished`. An unknown episode raises
-    MemoryNotFound. A call that raises changed nothing.
+    finish with the same reward (and credit policy, and used ids) returns the recorded outcome
+    (``replayed=True``) and credits nothing; another reward, policy or used set raises
+    :class:`EpisodeFinished`. An unknown episode raises MemoryNotFound. A call that raises
+    changed nothing.
     """
     check_namespace(namespace)
     check_id(episode_id)
@@ -210,25 +278,35 @@ def finish_episode(
     r = mem.config.check_reward(reward)
     check_alpha_reward(float(a), r)
     succeeded = r >= mem.config.success_reward if success is None else bool(success)
+    policy = resolve_credit(mem, credit, used)
+    marks = check_used(used)
 
-    credit = mem.store.finish_episode(
-        namespace, episode_id, r, float(a), success=succeeded, finished_at=utcnow()
+    credit_done = mem.store.finish_episode(
+        namespace,
+        episode_id,
+        r,
+        float(a),
+        success=succeeded,
+        finished_at=utcnow(),
+        used=marks,
+        credit=policy,
     )
-    if credit.replayed:
+    if credit_done.replayed:
         log.info("episode %s ns=%s was finished already: outcome replayed", episode_id, namespace)
     else:
         log.info(
-            "finished episode %s ns=%s reward=%s: %d memories credited",
+            "finished episode %s ns=%s reward=%s credit=%s: %d memories credited",
             episode_id,
             namespace,
             r,
-            len(credit.q_after),
+            policy.value,
+            len(credit_done.q_after),
         )
     return EpisodeOutcome(
-        episode=credit.episode,
-        updated=credit.updated,
-        q_after=credit.q_after,
-        replayed=credit.replayed,
+        episode=credit_done.episode,
+        updated=credit_done.updated,
+        q_after=credit_done.q_after,
+        replayed=credit_done.replayed,
     )
 
 
@@ -252,6 +330,8 @@ def q_history(mem: MemoryContext, namespace: str, memory_id: str) -> list[QChang
         ):
             continue
         props = by_episode[episode.id].props
+        if episode.credit is CreditPolicy.USED and props.get("used") is not True:
+            continue  # offered but not used: this episode's reward left its Q alone
         out.append(
             QChange(
                 episode_id=episode.id,

@@ -89,7 +89,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.build import BuildResult, build, procedure_chain, trajectory_hash
-from graphmem.ops.episodes import retrieved_ids
+from graphmem.ops.episodes import credited_memory_ids
 from graphmem.ops.obsolescence import Demotion, Supersession, demote, validate_replacements
 
 if TYPE_CHECKING:
@@ -153,7 +153,8 @@ def update(
 ) -> UpdateResult:
     """Update the memory set with ``trajectory`` under ``strategy``.
 
-    ``episode_id`` names the episode the trajectory was played in: its RETRIEVED memories are
+    ``episode_id`` names the episode the trajectory was played in: the memories its reward
+    credits (every one it RETRIEVED, or, finished with ``credit="used"``, those it used) are
     what a reflection is about, what a success validates, and what demotion checks.
     """
     check_namespace(namespace)
@@ -564,14 +565,15 @@ def _trajectory(trajectory: Trajectory | dict[str, Any]) -> Trajectory:
 
 
 def _retrieved(mem: MemoryContext, namespace: str, episode_id: str | None) -> list[AnyMemory]:
-    """The memories the episode retrieved, in rank order (MemoryNotFound for no episode)."""
+    """The memories the episode's reward credits (all it retrieved, or those it used when it
+    finished crediting by use), in rank order (MemoryNotFound for no episode)."""
     if episode_id is None:
         return []
     check_id(episode_id)
     episode = mem.store.get(namespace, episode_id)
     if not isinstance(episode, Episode):
         raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
-    return mem.store.get_many(namespace, retrieved_ids(mem.store, namespace, episode_id))
+    return mem.store.get_many(namespace, credited_memory_ids(mem.store, episode))
 
 
 def _source_ref(traj: Trajectory) -> str:

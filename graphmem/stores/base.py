@@ -33,6 +33,7 @@ from graphmem.models import (
     IMMUTABLE_FIELDS,
     UTILITY_FIELDS,
     AnyMemory,
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -153,17 +154,47 @@ class MemoryStore(ABC):
         *,
         success: bool,
         finished_at: datetime,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         """Close an open episode and credit ``reward`` to the memories it RETRIEVED, atomically.
 
-        One unit: the episode's status/reward/success/finished_at, ``q ← q + α(r − q)`` (and a
-        use, and a success) on each memory at the end of one of its RETRIEVED edges, and each
+        ``used`` marks memories the episode was offered as used (``used: true`` on their
+        RETRIEVED edges; an id it was not offered raises InvalidInput). ``credit`` picks what the
+        reward credits: every RETRIEVED memory (``offered``) or the ones marked used, now or
+        before by :meth:`mark_used` (``used``).
+
+        One unit: the marks, the episode's status/reward/success/finished_at/credit,
+        ``q ← q + α(r − q)`` (and a use, and a success) on each credited memory, and each credited
         edge's ``q_after``/``alpha``. Either all of it is durable or none of it is.
-        Idempotent by episode id: a finished episode with the same reward returns the recorded
-        outcome (``replayed=True``) and changes nothing; another reward raises
+        Idempotent by episode id: a finished episode with the same reward, credit policy and
+        used ids among those marked returns the recorded outcome (``replayed=True``) and changes
+        nothing; another reward, policy or used set raises
         :class:`~graphmem.errors.EpisodeFinished`. Concurrent calls credit exactly once.
         An unknown id raises MemoryNotFound; a memory that is not an Episode, InvalidInput.
         """
+
+    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+        """Mark memories an open episode was offered (RETRIEVED) as used; return every id the
+        episode has marked used, in rank order.
+
+        An id the episode was not offered raises InvalidInput and marks nothing. On a finished
+        episode, marking ids that are marked already is a no-op (a retry); any other id raises
+        :class:`~graphmem.errors.EpisodeFinished`. This default checks, then writes the marks
+        with one :meth:`upsert`; the built-in stores do both in one atomic unit, so a mark never
+        lands on an episode a concurrent finish has closed.
+        """
+        check_namespace(namespace)
+        check_id(episode_id)
+        ids = check_used(memory_ids)
+        episode = self.get(namespace, episode_id)
+        if not isinstance(episode, Episode):
+            raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+        edges = self.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
+        marks = plan_marks(namespace, episode, edges, ids)
+        if marks:
+            self.upsert([], marks)
+        return marked_order(edges, ids)
 
     @abstractmethod
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
@@ -507,7 +538,11 @@ def credited_order(edges: Sequence[Edge]) -> list[str]:
 
 
 def closed_episode(
-    episode: Episode, reward: float, success: bool, finished_at: datetime
+    episode: Episode,
+    reward: float,
+    success: bool,
+    finished_at: datetime,
+    credit: CreditPolicy = CreditPolicy.OFFERED,
 ) -> Episode:
     """``episode`` as ``finish_episode`` leaves it (both stores write exactly these fields)."""
     return episode.model_copy(
@@ -517,17 +552,101 @@ def closed_episode(
             "success": success,
             "finished_at": finished_at,
             "updated_at": finished_at,
+            "credit": credit,
         }
     )
 
 
+CLOSED_FIELDS = ("status", "reward", "success", "finished_at", "updated_at", "credit")
+"""The fields :func:`closed_episode` sets."""
+
+
+def check_used(memory_ids: Sequence[str] | None) -> list[str]:
+    """The ids of ``used`` / ``mark_used``, checked and without repeats (None is none)."""
+    if memory_ids is None:
+        return []
+    if isinstance(memory_ids, str):
+        raise InvalidInput("used takes a list of memory ids, not one string")
+    return list(dict.fromkeys(check_id(i) for i in memory_ids))
+
+
+def check_credit(credit: CreditPolicy | str) -> CreditPolicy:
+    """A credit policy from its value; InvalidInput naming the choices otherwise."""
+    try:
+        return CreditPolicy(credit)
+    except ValueError:
+        choices = ", ".join(c.value for c in CreditPolicy)
+        raise InvalidInput(f"credit must be one of {choices}, got {_short(credit)}") from None
+
+
+def marked_used(edges: Sequence[Edge]) -> set[str]:
+    """The memories an episode's RETRIEVED edges mark used."""
+    return {e.dst for e in edges if e.props.get("used") is True}
+
+
+def marked_order(edges: Sequence[Edge], also: Sequence[str] = ()) -> list[str]:
+    """The memories marked used (and ``also``, being marked now), in rank order."""
+    marked = marked_used(edges) | set(also)
+    return [i for i in credited_order(edges) if i in marked]
+
+
+def plan_marks(
+    namespace: str, episode: Episode, edges: Sequence[Edge], used: Sequence[str]
+) -> list[Edge]:
+    """The RETRIEVED edges to rewrite with ``used: true`` for ``used`` (checked ids).
+
+    An id the episode was not offered raises InvalidInput. On a finished episode nothing may
+    change: ids marked already give no edges, any other raises EpisodeFinished.
+    """
+    offered = {e.dst: e for e in edges}
+    missing = [i for i in used if i not in offered]
+    if missing:
+        raise InvalidInput(
+            f"episode {episode.id!r} was not offered {', '.join(map(repr, missing[:10]))}: "
+            "only memories it RETRIEVED can be marked used"
+        )
+    fresh = [i for i in used if offered[i].props.get("used") is not True]
+    if fresh and episode.status is EpisodeStatus.FINISHED:
+        raise EpisodeFinished(
+            episode.id,
+            namespace,
+            detail=f"; marking {', '.join(map(repr, fresh[:10]))} used now is refused",
+        )
+    return [
+        offered[i].model_copy(update={"props": {**offered[i].props, "used": True}}) for i in fresh
+    ]
+
+
+def credited_ids(edges: Sequence[Edge], used: Sequence[str], credit: CreditPolicy) -> list[str]:
+    """What a finish credits, in rank order: every RETRIEVED memory, or those marked used
+    (before, or by ``used`` now)."""
+    if credit is CreditPolicy.OFFERED:
+        return credited_order(edges)
+    return marked_order(edges, used)
+
+
 def replayed_q_after(
-    namespace: str, episode: Episode, edges: Sequence[Edge], reward: float
+    namespace: str,
+    episode: Episode,
+    edges: Sequence[Edge],
+    reward: float,
+    used: Sequence[str] = (),
+    credit: CreditPolicy = CreditPolicy.OFFERED,
 ) -> dict[str, float]:
-    """What the one real finish of ``episode`` recorded, if ``reward`` is the reward it got;
-    another reward raises :class:`~graphmem.errors.EpisodeFinished`."""
+    """What the one real finish of ``episode`` recorded, if this finish asks for the same: the
+    reward it got, its credit policy and no memory it did not mark used; anything else raises
+    :class:`~graphmem.errors.EpisodeFinished`."""
     if episode.reward != reward:
         raise EpisodeFinished(episode.id, namespace, episode.reward, reward)
+    recorded = episode.credit or CreditPolicy.OFFERED
+    if credit is not recorded:
+        raise EpisodeFinished(
+            episode.id,
+            namespace,
+            detail=f" crediting the {recorded.value} memories; "
+            f"a finish crediting the {credit.value} ones is refused",
+        )
+    plan_marks(namespace, episode, edges, used)  # raises for a memory not marked then
     return recorded_q_after(edges)
 
 

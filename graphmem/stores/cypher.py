@@ -435,3 +435,10 @@ MATCH (e:Memory {namespace: $namespace, id: $id})-[r:RETRIEVED]->(m:Memory {id: 
 WHERE m.namespace = $namespace
 SET r.q_after = row.q, r.alpha = $alpha
 """
+
+MARK_USED: Final = """
+UNWIND $ids AS mid
+MATCH (e:Memory {namespace: $namespace, id: $id})-[r:RETRIEVED]->(m:Memory {id: mid})
+WHERE m.namespace = $namespace
+SET r.used = true
+"""

@@ -54,11 +54,13 @@ from graphmem.errors import (
 from graphmem.models import (
     UTILITY_FIELDS,
     AnyMemory,
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
     EpisodeStatus,
     MemoryKind,
+    PropValue,
     check_id,
     check_namespace,
     check_vector,
@@ -82,10 +84,14 @@ from graphmem.stores.base import (
     MemoryStore,
     Recall,
     check_alpha_reward,
+    check_credit,
     check_patch,
     check_prefixes,
+    check_used,
     closed_episode,
-    credited_order,
+    credited_ids,
+    marked_order,
+    plan_marks,
     replayed_q_after,
     upsert_batch,
 )
@@ -443,26 +449,30 @@ class EmbeddedStore(MemoryStore):
         *,
         success: bool,
         finished_at: datetime,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         check_namespace(namespace)
         check_id(episode_id)
         check_alpha_reward(alpha, reward)
-        retrieved = [EdgeKind.RETRIEVED]
+        marks = check_used(used)
+        policy = check_credit(credit)
         with self._write():
-            episode = self._state.memory(namespace, episode_id)
-            if episode is None:
-                raise MemoryNotFound(episode_id, namespace)
-            if not isinstance(episode, Episode):
-                raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
-            edges = self._state.edges_of(namespace, episode_id, retrieved, "out")
+            episode = self._episode(namespace, episode_id)
+            edges = self._state.edges_of(namespace, episode_id, [EdgeKind.RETRIEVED], "out")
             if episode.status is EpisodeStatus.FINISHED:
-                return self._replay(namespace, episode, edges, reward)
-            ids = credited_order(edges)
+                return self._replay(namespace, episode, edges, reward, marks, policy)
+            marked = {e.dst for e in plan_marks(namespace, episode, edges, marks)}
+            ids = credited_ids(edges, marks, policy)
             updates = self._utility_changes(namespace, ids, reward, alpha, success, finished_at)
-            closed = closed_episode(episode, reward, success, finished_at)
+            closed = closed_episode(episode, reward, success, finished_at, policy)
+            q_after = {u.memory_id: u.q for u in updates}
             annotated = [
-                e.model_copy(update={"props": {**e.props, "q_after": u.q, "alpha": alpha}})
-                for e, u in zip(_by_dst(edges, ids), updates, strict=True)
+                e.model_copy(
+                    update={"props": {**e.props, **_finish_props(e.dst, marked, q_after, alpha)}}
+                )
+                for e in edges
+                if e.dst in marked or e.dst in q_after
             ]
             vector = self._state.vector(namespace, episode_id)
             # One log record: the closed episode, the new utilities and the annotated edges are
@@ -473,14 +483,41 @@ class EmbeddedStore(MemoryStore):
             return EpisodeCredit(
                 episode=cast(Episode, self._copy(namespace, episode_id)),
                 updated=[self._copy(namespace, i) for i in ids],
-                q_after={u.memory_id: u.q for u in updates},
+                q_after=q_after,
             )
 
+    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+        check_namespace(namespace)
+        check_id(episode_id)
+        ids = check_used(memory_ids)
+        with self._write():
+            episode = self._episode(namespace, episode_id)
+            edges = self._state.edges_of(namespace, episode_id, [EdgeKind.RETRIEVED], "out")
+            marks = plan_marks(namespace, episode, edges, ids)
+            if marks:
+                self._commit(encode_change(edges=marks))
+            return marked_order(edges, ids)
+
+    def _episode(self, namespace: str, episode_id: str) -> Episode:
+        """The episode (the caller holds the write lock), or MemoryNotFound / InvalidInput."""
+        episode = self._state.memory(namespace, episode_id)
+        if episode is None:
+            raise MemoryNotFound(episode_id, namespace)
+        if not isinstance(episode, Episode):
+            raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+        return episode
+
     def _replay(
-        self, namespace: str, episode: Episode, edges: list[Edge], reward: float
+        self,
+        namespace: str,
+        episode: Episode,
+        edges: list[Edge],
+        reward: float,
+        used: Sequence[str],
+        credit: CreditPolicy,
     ) -> EpisodeCredit:
-        """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
-        q_after = replayed_q_after(namespace, episode, edges, reward)
+        """The recorded outcome of a finished episode, if this finish asks for the same."""
+        q_after = replayed_q_after(namespace, episode, edges, reward, used, credit)
         return EpisodeCredit(
             episode=cast(Episode, self._copy(namespace, episode.id)),
             updated=[m for i in q_after if (m := self._state.copy_out(namespace, i)) is not None],
@@ -613,10 +650,14 @@ class EmbeddedStore(MemoryStore):
             return [ns for ns in listed if ns.startswith(heads)] if heads else listed
 
 
-def _by_dst(edges: Sequence[Edge], ids: Sequence[str]) -> list[Edge]:
-    """One edge per id, in the order of ``ids``."""
-    by_dst = {e.dst: e for e in edges}
-    return [by_dst[i] for i in ids]
+def _finish_props(
+    dst: str, marked: set[str], q_after: dict[str, float], alpha: float
+) -> dict[str, PropValue]:
+    """What a finish adds to one RETRIEVED edge: the used mark, and the credit it got."""
+    props: dict[str, PropValue] = {"used": True} if dst in marked else {}
+    if dst in q_after:
+        props.update(q_after=q_after[dst], alpha=alpha)
+    return props
 
 
 def _check_ids(memory_ids: Sequence[str]) -> list[str]:

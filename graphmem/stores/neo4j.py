@@ -31,7 +31,7 @@ import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
 from graphmem.errors import ConfigError, StoreError
-from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind
+from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
 from graphmem.stores import neo4j_ops as ops
 from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
 from graphmem.stores.neo4j_recall import IndexMode
@@ -208,14 +208,28 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         *,
         success: bool,
         finished_at: datetime,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
-        """One write transaction: lock the episode, then close it and credit its memories
+        """One write transaction: lock the episode, then mark, close it and credit its memories
         (see :func:`graphmem.stores.neo4j_ops.finish_episode`)."""
         return drive(
             ops.finish_episode(
-                self, namespace, episode_id, reward, alpha, success=success, finished_at=finished_at
+                self,
+                namespace,
+                episode_id,
+                reward,
+                alpha,
+                success=success,
+                finished_at=finished_at,
+                used=used,
+                credit=credit,
             )
         )
+
+    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+        """One write transaction: lock the episode, check the ids, mark them used."""
+        return drive(ops.mark_used(self, namespace, episode_id, memory_ids))
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         return drive(ops.delete(self, namespace, memory_ids))

@@ -29,7 +29,7 @@ import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
 from graphmem.errors import ConfigError, StoreError
-from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind
+from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
 from graphmem.stores import neo4j_ops as ops
 from graphmem.stores.base import Direction, EpisodeCredit, Recall
 from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
@@ -144,10 +144,25 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         *,
         success: bool,
         finished_at: datetime,
+        used: Sequence[str] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         return await ops.finish_episode(
-            self, namespace, episode_id, reward, alpha, success=success, finished_at=finished_at
+            self,
+            namespace,
+            episode_id,
+            reward,
+            alpha,
+            success=success,
+            finished_at=finished_at,
+            used=used,
+            credit=credit,
         )
+
+    async def mark_used(
+        self, namespace: str, episode_id: str, memory_ids: Sequence[str]
+    ) -> list[str]:
+        return await ops.mark_used(self, namespace, episode_id, memory_ids)
 
     async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         return await ops.delete(self, namespace, memory_ids)

@@ -32,6 +32,7 @@ from graphmem.errors import (
 )
 from graphmem.models import (
     AnyMemory,
+    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -48,15 +49,20 @@ from graphmem.stores import neo4j_recall as recall
 from graphmem.stores import neo4j_rows as mapping
 from graphmem.stores.base import (
     ABOUT_KINDS,
+    CLOSED_FIELDS,
     OWNED_BY,
     Direction,
     EpisodeCredit,
     Recall,
     check_alpha_reward,
+    check_credit,
     check_patch,
     check_prefixes,
+    check_used,
     closed_episode,
-    credited_order,
+    credited_ids,
+    marked_order,
+    plan_marks,
     replayed_q_after,
     upsert_batch,
 )
@@ -304,8 +310,10 @@ async def finish_episode(
     *,
     success: bool,
     finished_at: datetime,
+    used: Sequence[str] | None = None,
+    credit: CreditPolicy = CreditPolicy.OFFERED,
 ) -> EpisodeCredit:
-    """One write transaction: lock the episode, then close it and credit its memories.
+    """One write transaction: lock the episode, then mark, close it and credit its memories.
 
     The driver may run the transaction function again (a transient error, or a commit
     whose answer was lost); the run that finds the episode finished replays its outcome.
@@ -313,22 +321,18 @@ async def finish_episode(
     check_namespace(namespace)
     check_id(episode_id)
     check_alpha_reward(alpha, reward)
+    marks = check_used(used)
+    policy = check_credit(credit)
     key: dict[str, Any] = {"namespace": namespace, "id": episode_id}
 
     async def work(tx: Tx) -> EpisodeCredit:
-        found = single(await tx.run(cypher.LOCK_EPISODE, **key))
-        if found is None:
-            raise MemoryNotFound(episode_id, namespace)
-        episode = mapping.to_memory(found["props"])
-        if not isinstance(episode, Episode):
-            raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
-        edges = [
-            Edge(namespace=namespace, kind=EdgeKind.RETRIEVED, src=episode_id, **row)
-            for row in await _retrieved_rows(tx, key)
-        ]
+        episode, edges = await _locked_episode(tx, namespace, episode_id)
         if episode.status is EpisodeStatus.FINISHED:
-            return await _replay(tx, namespace, episode, edges, reward)
-        ids = credited_order(edges)
+            return await _replay(tx, namespace, episode, edges, reward, marks, policy)
+        fresh = [e.dst for e in plan_marks(namespace, episode, edges, marks)]
+        if fresh:
+            await tx.run(cypher.MARK_USED, **key, ids=fresh)
+        ids = credited_ids(edges, marks, policy)
         updated: dict[str, AnyMemory] = {}
         if ids:
             result = await tx.run(
@@ -349,9 +353,9 @@ async def finish_episode(
                 updated[memory.id] = memory
             rows = [{"id": i, "q": updated[i].q} for i in ids]
             await tx.run(cypher.ANNOTATE_RETRIEVED, **key, rows=rows, alpha=float(alpha))
-        closed = closed_episode(episode, reward, success, finished_at)
+        closed = closed_episode(episode, reward, success, finished_at, policy)
         dumped = mapping.props(closed)
-        props = {k: dumped[k] for k in ("status", "reward", "success", "finished_at", "updated_at")}
+        props = {k: dumped[k] for k in CLOSED_FIELDS}
         record = single(await tx.run(cypher.CLOSE_EPISODE, **key, props=props))
         if record is None:  # cannot happen under the lock; never credit without closing
             raise StoreError(f"episode {episode_id!r} changed while it was being finished")
@@ -364,11 +368,51 @@ async def finish_episode(
     return await store._write(work, "episode finish")
 
 
+async def mark_used(
+    store: Neo4jBase, namespace: str, episode_id: str, memory_ids: Sequence[str]
+) -> list[str]:
+    """One write transaction: lock the episode, check the ids, mark them used."""
+    check_namespace(namespace)
+    check_id(episode_id)
+    ids = check_used(memory_ids)
+
+    async def work(tx: Tx) -> list[str]:
+        episode, edges = await _locked_episode(tx, namespace, episode_id)
+        fresh = [e.dst for e in plan_marks(namespace, episode, edges, ids)]
+        if fresh:
+            await tx.run(cypher.MARK_USED, namespace=namespace, id=episode_id, ids=fresh)
+        return marked_order(edges, ids)
+
+    return await store._write(work, "used mark")
+
+
+async def _locked_episode(tx: Tx, namespace: str, episode_id: str) -> tuple[Episode, list[Edge]]:
+    """The episode, write-locked to the end of the transaction, and its RETRIEVED edges."""
+    key: dict[str, Any] = {"namespace": namespace, "id": episode_id}
+    found = single(await tx.run(cypher.LOCK_EPISODE, **key))
+    if found is None:
+        raise MemoryNotFound(episode_id, namespace)
+    episode = mapping.to_memory(found["props"])
+    if not isinstance(episode, Episode):
+        raise InvalidInput(f"memory {episode_id!r} is a {episode.kind}, not an Episode")
+    edges = [
+        Edge(namespace=namespace, kind=EdgeKind.RETRIEVED, src=episode_id, **row)
+        for row in await _retrieved_rows(tx, key)
+    ]
+    return episode, edges
+
+
 async def _replay(
-    tx: Tx, namespace: str, episode: Episode, edges: list[Edge], reward: float
+    tx: Tx,
+    namespace: str,
+    episode: Episode,
+    edges: list[Edge],
+    reward: float,
+    used: Sequence[str],
+    credit: CreditPolicy,
 ) -> EpisodeCredit:
-    """The recorded outcome of a finished episode, if ``reward`` is the one it got."""
-    q_after = replayed_q_after(namespace, episode, edges, reward)
+    """The recorded outcome of a finished episode, if this finish asks for the same."""
+    q_after = replayed_q_after(namespace, episode, edges, reward, used, credit)
     result = await tx.run(cypher.GET_MANY, namespace=namespace, ids=list(q_after))
     by_id = {m.id: m for m in (mapping.to_memory(r["props"]) for r in result)}
     return EpisodeCredit(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from graphmem.errors import EpisodeFinished, InvalidInput, MemoryNotFound
-from graphmem.models import Edge, EdgeKind, Episode, EpisodeStatus, utcnow
+from graphmem.models import CreditPolicy, Edge, EdgeKind, Episode, EpisodeStatus, utcnow
 from graphmem.stores.base import MemoryStore
 from graphmem.testing.helpers import note, vec
 
@@ -20,6 +22,9 @@ def _episode_with(store: MemoryStore, namespace: str, dim: int, ids: list[str]) 
     ]
     store.upsert([episode, *notes], edges)
     return episode.id
+
+
+RETRIEVED = EdgeKind.RETRIEVED
 
 
 class CreditConformance:
@@ -103,3 +108,150 @@ class CreditConformance:
         )
         assert credit.q_after == {} and credit.updated == []
         assert credit.episode.status is EpisodeStatus.FINISHED
+
+
+class UsedCreditConformance:
+    """Offered vs used: marks on RETRIEVED edges and the ``used`` credit policy."""
+
+    def test_finish_with_used_marks_them_and_credits_only_them(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a", "b", "c"])
+        credit = store.finish_episode(
+            namespace,
+            episode_id,
+            1.0,
+            0.1,
+            success=True,
+            finished_at=utcnow(),
+            used=["b"],
+            credit=CreditPolicy.USED,
+        )
+        assert credit.q_after == pytest.approx({"b": 0.55}, abs=1e-12)
+        assert [m.id for m in credit.updated] == ["b"]
+        a, b, c = store.get_many(namespace, ["a", "b", "c"])
+        assert (a.q, a.uses, b.uses, c.q, c.uses) == (0.5, 0, 1, 0.5, 0)
+        episode = store.get(namespace, episode_id)
+        assert isinstance(episode, Episode) and episode.credit is CreditPolicy.USED
+        props = {e.dst: e.props for e in store.edges(namespace, episode_id, kinds=[RETRIEVED])}
+        assert sorted(props) == ["a", "b", "c"]  # what it was offered stays recorded
+        assert props["b"]["used"] is True and props["b"]["q_after"] == pytest.approx(0.55)
+        for unused in ("a", "c"):
+            assert "used" not in props[unused] and "q_after" not in props[unused]
+            assert props[unused]["rank"] == {"a": 0, "c": 2}[unused]
+
+    def test_mark_used_then_finish_by_use_credits_the_marked(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a", "b", "c"])
+        assert store.mark_used(namespace, episode_id, ["c", "a"]) == ["a", "c"]  # rank order
+        assert store.mark_used(namespace, episode_id, ["a"]) == ["a", "c"]  # again: no-op
+        episode = store.get(namespace, episode_id)
+        assert isinstance(episode, Episode) and episode.status is EpisodeStatus.OPEN
+        credit = store.finish_episode(
+            namespace,
+            episode_id,
+            0.0,
+            0.5,
+            success=False,
+            finished_at=utcnow(),
+            credit=CreditPolicy.USED,
+        )
+        assert credit.q_after == {"a": 0.25, "c": 0.25}
+        assert store.get(namespace, "b").uses == 0
+
+    def test_offered_credit_credits_everything_and_keeps_the_marks(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a", "b"])
+        credit = store.finish_episode(
+            namespace, episode_id, 1.0, 0.5, success=True, finished_at=utcnow(), used=["a"]
+        )
+        assert credit.q_after == {"a": 0.75, "b": 0.75}
+        edges = store.edges(namespace, episode_id, kinds=[RETRIEVED])
+        assert {e.dst: e.props.get("used") for e in edges} == {"a": True, "b": None}
+        episode = store.get(namespace, episode_id)
+        assert isinstance(episode, Episode) and episode.credit is CreditPolicy.OFFERED
+
+    def test_used_credit_with_nothing_marked_credits_nothing(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a"])
+        credit = store.finish_episode(
+            namespace,
+            episode_id,
+            1.0,
+            0.1,
+            success=True,
+            finished_at=utcnow(),
+            credit=CreditPolicy.USED,
+        )
+        assert credit.q_after == {} and credit.episode.status is EpisodeStatus.FINISHED
+        assert store.get(namespace, "a").uses == 0
+
+    def test_marking_a_memory_not_offered_is_refused_and_changes_nothing(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a"])
+        store.upsert([note(namespace, "other", "not offered", vec(dim, 5))])
+        with pytest.raises(InvalidInput, match="not offered 'other'"):
+            store.mark_used(namespace, episode_id, ["a", "other"])
+        with pytest.raises(InvalidInput, match="not offered 'ghost'"):
+            store.finish_episode(
+                namespace,
+                episode_id,
+                1.0,
+                0.1,
+                success=True,
+                finished_at=utcnow(),
+                used=["a", "ghost"],
+                credit=CreditPolicy.USED,
+            )
+        with pytest.raises(InvalidInput, match="not one string"):
+            store.mark_used(namespace, episode_id, "a")
+        with pytest.raises(MemoryNotFound):
+            store.mark_used(namespace, "ghost", ["a"])
+        with pytest.raises(InvalidInput, match="not an Episode"):
+            store.mark_used(namespace, "a", ["a"])
+        episode = store.get(namespace, episode_id)
+        assert isinstance(episode, Episode) and episode.status is EpisodeStatus.OPEN
+        edges = store.edges(namespace, episode_id, kinds=[RETRIEVED])
+        assert [e.props.get("used") for e in edges] == [None]
+        assert (store.get(namespace, "a").uses, store.get(namespace, "other").uses) == (0, 0)
+
+    def test_a_finish_by_use_is_credited_once(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        episode_id = _episode_with(store, namespace, dim, ["a", "b", "c"])
+        store.mark_used(namespace, episode_id, ["c"])
+
+        def finish(used: list[str] | None, credit: CreditPolicy, reward: float = 1.0) -> Any:
+            return store.finish_episode(
+                namespace,
+                episode_id,
+                reward,
+                0.5,
+                success=True,
+                finished_at=utcnow(),
+                used=used,
+                credit=credit,
+            )
+
+        first = finish(["a"], CreditPolicy.USED)
+        assert not first.replayed and first.q_after == {"a": 0.75, "c": 0.75}
+        for used in (["a"], ["c", "a"], None, []):  # the same finish again, or a subset of it
+            again = finish(used, CreditPolicy.USED)
+            assert again.replayed and again.q_after == first.q_after
+        with pytest.raises(EpisodeFinished, match="marking 'b' used now is refused"):
+            finish(["a", "b"], CreditPolicy.USED)
+        with pytest.raises(EpisodeFinished, match="crediting the offered ones is refused"):
+            finish(["a"], CreditPolicy.OFFERED)
+        with pytest.raises(EpisodeFinished, match="different reward"):
+            finish(["a"], CreditPolicy.USED, reward=0.0)
+        assert store.mark_used(namespace, episode_id, ["a"]) == ["a", "c"]  # marked: no-op
+        with pytest.raises(EpisodeFinished, match="marking 'b' used now is refused"):
+            store.mark_used(namespace, episode_id, ["b"])
+        a, b, c = store.get_many(namespace, ["a", "b", "c"])
+        assert (a.uses, b.uses, c.uses) == (1, 0, 1) and (a.q, b.q) == (0.75, 0.5)
+        edges = store.edges(namespace, episode_id, kinds=[RETRIEVED])
+        assert {e.dst: e.props.get("used") for e in edges} == {"a": True, "b": None, "c": True}
