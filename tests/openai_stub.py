@@ -29,12 +29,17 @@ from __future__ import annotations
 
 import json
 import re
+import select
+import socket
 import threading
+import time
 from collections import deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import jsonschema
+
+from graphmem.llm.client import forget_output_modes
 
 BEHAVIOURS = (
     "valid",
@@ -46,6 +51,10 @@ BEHAVIOURS = (
     "empty",
     "ramble",  # writes until the token cap (or the context size): finish_reason "length"
     "hang",  # never answers (until the stub stops or hang_seconds pass)
+    "drip",  # sends its headers, then one byte every drip_seconds (never a whole reply)
+    "huge",  # ignores max_tokens: a 100k-token reply at once
+    "cut_tool",  # a forced tool call cut at the cap, finish_reason "tool_calls" (llama-cpp-python)
+    "generate",  # one slot: generates for generate_seconds unless the client hangs up
     "http_400",
     "http_401",
     "http_404",
@@ -91,7 +100,9 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
                 {"id": i, "reason": f"stub link: both about {about}", "strength": 0.9}
                 for i in ids[:1]
             ],
-            "updates": [{"id": i, "context": f"stub refreshed context about {about}"} for i in ids[:1]],
+            "updates": [
+                {"id": i, "context": f"stub refreshed context about {about}"} for i in ids[:1]
+            ],
         }
     if op == "choose_action":
         actions = user.split("Valid actions:\n", 1)[-1].splitlines()
@@ -112,6 +123,17 @@ def _wrong_types(reply: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _hung_up(sock: socket.socket) -> bool:
+    """Whether the client closed its end (readable, and reading would return nothing)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
 def _tokens(text: str) -> int:
     """The stub's tokenizer: one token per four characters, at least one."""
     return 1 + len(text) // 4
@@ -129,6 +151,8 @@ class OpenAIStub:
         supports: tuple[str, ...] = ALL_FORMATS,
         hang_seconds: float = 30.0,
         refusal_status: int = 400,
+        drip_seconds: float = 0.3,
+        generate_seconds: float = 10.0,
     ) -> None:
         if unconstrained not in BEHAVIOURS:
             raise ValueError(f"unknown behaviour {unconstrained!r}")
@@ -136,6 +160,11 @@ class OpenAIStub:
         self.unconstrained = unconstrained
         self.supports = supports
         self.hang_seconds = hang_seconds
+        self.drip_seconds = drip_seconds
+        self.generate_seconds = generate_seconds
+        self.generations: list[tuple[float, float, bool]] = []
+        """(waited for the slot, generated, finished) seconds of each ``generate`` request."""
+        self._slot = threading.Lock()  # one generation at a time, like one llama.cpp slot
         # 400 like OpenAI and vLLM; llama-cpp-python's server refuses "json_schema" with a 500.
         self.refusal_status = refusal_status
         self.requests: list[dict[str, Any]] = []
@@ -242,6 +271,7 @@ class OpenAIStub:
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
+        forget_output_modes(self.base_url)  # a port reused: what an old stub refused is no news
         return self
 
     def _count(
@@ -294,9 +324,17 @@ class OpenAIStub:
             self._count(request, 0)
             self._release.wait(self.hang_seconds)
             return  # the connection closes without an answer
+        if behaviour == "drip":
+            self._count(request, 0)
+            self._drip(handler)
+            return
+        if behaviour == "generate":
+            self._count(request, 0)
+            self._generate(handler)
+            return
         prompt_tokens = _tokens("".join(str(m.get("content", "")) for m in messages))
         reply = valid_reply(op, user)
-        if constraint == "json_schema":
+        if constraint == "json_schema" and behaviour != "huge":
             schema = fmt.get("json_schema", {}).get("schema", {})
             try:
                 jsonschema.validate(reply, schema)
@@ -319,17 +357,19 @@ class OpenAIStub:
             content = json.dumps({"comment": "I forgot the fields"})
         elif behaviour == "wrong_types":
             content = json.dumps(_wrong_types(reply))
-        elif behaviour == "ramble":
+        elif behaviour == "huge":
+            content = '{"keywords": ["' + "la " * 133_000 + '"]}'  # about 100k tokens
+        elif behaviour in ("ramble", "cut_tool"):
             cap = body.get("max_tokens") or body.get("max_completion_tokens") or CONTEXT_TOKENS
             cap = min(int(cap), CONTEXT_TOKENS - prompt_tokens)
             content = ('{"keywords": ["' + "la " * (4 * cap))[: 4 * (cap - 1)]
             finish = "length"
         else:  # empty
             content = ""
-        completion_tokens = _tokens(content)
+        completion_tokens = _tokens(content) if behaviour != "huge" else 100_000
         self._count(request, 200, prompt_tokens, completion_tokens)
         message: dict[str, Any] = {"role": "assistant", "content": content}
-        if constraint == "tools" and behaviour not in ("ramble", "empty", "prose"):
+        if constraint == "tools" and behaviour not in ("ramble", "empty", "prose", "huge"):
             name = body["tools"][0]["function"]["name"]
             arguments = content if behaviour != "fenced" else json.dumps(reply)
             message = {
@@ -343,7 +383,7 @@ class OpenAIStub:
                     }
                 ],
             }
-            finish = "tool_calls"
+            finish = "tool_calls"  # llama-cpp-python says so even when it cut the call
         handler._send(
             200,
             {
@@ -359,6 +399,35 @@ class OpenAIStub:
                 },
             },
         )
+
+    def _drip(self, handler: Any) -> None:
+        try:
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", "100000")
+            handler.end_headers()
+            handler.wfile.flush()
+            while not self._release.wait(self.drip_seconds):
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+        except OSError:
+            pass  # the client hung up
+
+    def _generate(self, handler: Any) -> None:
+        """Hold the one slot for ``generate_seconds``, stopping early when the client hangs up
+        (as llama.cpp's server does); a request that comes meanwhile waits for the slot."""
+        asked = time.monotonic()
+        with self._slot:
+            started = time.monotonic()
+            finished = True
+            while time.monotonic() - started < self.generate_seconds:
+                if _hung_up(handler.connection) or self._release.is_set():
+                    finished = False
+                    break
+                time.sleep(0.02)
+            with self._lock:
+                self.generations.append((started - asked, time.monotonic() - started, finished))
+        handler.close_connection = True
 
     def stop(self) -> None:
         self._release.set()  # let hanging handlers go

@@ -98,6 +98,13 @@ def test_auto_steps_down_when_refused_with_a_500_naming_response_format() -> Non
         assert [s["status"] for s in server.served] == [500, 200]
         assert llm.output_mode == "tool"
         assert_usage_matches(llm, server)
+        assert llm.usage.failures == 0  # a refused mode is no failed request
+        assert "failed" not in llm.usage.snapshot().summary()
+        # Remembered per base URL: the next client (a new run's `llm check`) is not refused.
+        again = llm_for(server)
+        assert again.output_mode == "tool"
+        again.extract_keywords("water the tomatoes")
+        assert [s["status"] for s in server.served] == [500, 200, 200]
 
 
 def test_auto_steps_down_to_what_the_server_takes() -> None:

@@ -79,11 +79,27 @@ CHARS_PER_TOKEN = 16
 UNCAPPED_REPLY_CHARS = 262_144
 """The bound on a reply's characters when there is no token cap."""
 
-__all__ = ["InvalidOutput", "MemoryLLM", "check_content", "match_action", "parse_json_object"]
+__all__ = [
+    "InvalidOutput",
+    "MemoryLLM",
+    "check_content",
+    "forget_output_modes",
+    "match_action",
+    "parse_json_object",
+]
 
 _settled: dict[str, list[OutputMode]] = {}
 """Output modes left to try, per base URL, as ``auto`` clients learned them (this process)."""
 _settled_lock = threading.Lock()
+
+
+def forget_output_modes(base_url: str | None = None) -> None:
+    """Forget what the server at ``base_url`` (or every server) refused: a new server there."""
+    with _settled_lock:
+        if base_url is None:
+            _settled.clear()
+        else:
+            _settled.pop(base_url, None)
 
 
 Check = Callable[[Any], None]

@@ -77,8 +77,8 @@ def describe(error: BaseException, *, base_url: str | None = None, model: str = 
     if status in PERMANENT_STATUS:
         return Failure("permanent", status, f"{what} ({_hint(status, base_url, model)})")
     if "timeout" in names or isinstance(error, TimeoutError):
-        return Failure("timeout", status, f"{what} (no answer in time: raise the timeout, "
-                       "GRAPHMEM_LLM_TIMEOUT, or check the server)")  # fmt: skip
+        return Failure("timeout", status, f"{what} (no whole reply within the request's "
+                       "deadline: raise GRAPHMEM_LLM_TIMEOUT, or check the server)")  # fmt: skip
     if status is None and "connection" in names:
         where = f" {base_url}" if base_url else ""
         return Failure("connection", None, f"{what} (cannot reach{where}: is the server up?)")

@@ -101,6 +101,10 @@ class LLMUsage:
     def fallbacks(self) -> int:
         return self.snapshot().fallbacks
 
+    @property
+    def uncounted(self) -> int:
+        return self.snapshot().uncounted
+
     def __repr__(self) -> str:
         s = self.snapshot()
         return (
