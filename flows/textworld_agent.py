@@ -445,13 +445,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 @contextmanager
-def _report_usage(llm: MemoryLLM | None) -> Iterator[None]:
-    """Log what the model cost when the run ends, however it ends."""
+def _report_usage(llm: MemoryLLM | None, policy: ChatPolicy | None = None) -> Iterator[None]:
+    """Log what the model cost when the run ends, however it ends, and who chose the steps."""
     try:
         yield
     finally:
         if llm is not None:
-            log.info("LLM usage (%s): %s", llm.name, llm.usage.snapshot().summary())
+            acted = f"; {policy.summary()}" if policy is not None else ""
+            log.info("LLM usage (%s): %s%s", llm.name, llm.usage.snapshot().summary(), acted)
 
 
 def _play(args: argparse.Namespace) -> StreamResult:
@@ -460,7 +461,7 @@ def _play(args: argparse.Namespace) -> StreamResult:
     settings = Settings.from_env()
     # One client for the policy and the memory steps: one usage count, one endpoint check.
     llm = settings.make_llm()
-    policy: Any = None
+    policy: ChatPolicy | None = None
     if args.llm:
         llm = llm_from_settings()
         policy = ChatPolicy(llm, fallback=make_explorer(args.game))
@@ -472,7 +473,7 @@ def _play(args: argparse.Namespace) -> StreamResult:
         memory = GraphMemory(settings.open_store(), embedder=settings.make_embedder(), llm=llm)
         _setup_neo4j(memory)
         log.info("memory in %s (%s)", settings.backend, _where(settings))
-    with memory, _report_usage(llm):
+    with memory, _report_usage(llm, policy):
         return run_stream(
             memory,
             args.namespace,

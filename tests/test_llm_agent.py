@@ -146,6 +146,32 @@ def test_a_hanging_server_ends_in_bounded_time(stub: OpenAIStub) -> None:
     assert_usage_matches(llm, stub)
 
 
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        (None, "the model chose all 6 steps"),
+        (
+            "hang",
+            "the model chose no step: the explorer took all 6 (4 disabled endpoint, 2 timeout)",
+        ),
+        ("wrong_types", "the model chose no step: the explorer took all 6 (6 invalid reply)"),
+    ],
+)
+def test_the_policy_says_who_chose_each_step(
+    stub: OpenAIStub, fault: str | None, said: str
+) -> None:
+    if fault is not None:
+        stub.always(fault, op="choose_action")
+    llm = MemoryLLM.from_openai(
+        base_url=stub.base_url, model="stub-model", api_key="sk-agent", timeout=0.3, retries=1
+    )
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder(64), llm=llm)
+    policy = ChatPolicy(llm, fallback=Explorer())
+    result = run_stream(mem, "door", game="door", seeds=SEEDS, policy=policy, env=DoorGame())
+    assert all(result.successes) and sum(result.steps) == 6
+    assert policy.summary() == said
+
+
 def test_a_refused_key_costs_one_request_for_the_whole_stream(stub: OpenAIStub) -> None:
     stub.always("http_401")
     result, llm, mem = play(stub)
@@ -187,3 +213,4 @@ def test_the_llm_cli_survives_a_dead_server_and_prints_usage(
     assert "cookingworld: solved" in done.stdout
     assert "LLM usage (stub-model): " in done.stderr
     assert f"{len(stub.served)} requests ({len(stub.served)} failed)" in done.stderr
+    assert "the model chose no step: the explorer took all" in done.stderr

@@ -742,7 +742,10 @@ class ChatPolicy:
         self.llm = llm if isinstance(llm, MemoryLLM) else MemoryLLM(llm)
         self.fallback: Policy | None = Explorer() if fallback == "explorer" else fallback
         self.history = history
+        self.model_steps = 0
         self.fallback_steps = 0
+        self.fallback_reasons: Counter[str] = Counter()
+        """Why the explorer took steps for the model: timeout, invalid reply, disabled endpoint…"""
         self.begin("")
 
     @property
@@ -808,10 +811,33 @@ class ChatPolicy:
             if self.fallback is None:
                 raise
             self.fallback_steps += 1
+            self.fallback_reasons[failure_reason(str(e))] += 1
             decision = self.fallback.act(observation, valid_actions, inventory)
             reason = " ".join(str(e).split())[:160]
             return Decision(decision.action, f"model failed ({reason}); rule: {decision.thought}")
+        self.model_steps += 1
         return Decision(choice.action, f"model: {choice.thought.strip()[:200]}")
+
+    def summary(self) -> str:
+        """Who acted, in one line: the steps the model chose, and those the rules took and why.
+
+        >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
+        >>> policy = ChatPolicy(FakeListChatModel(responses=["I will open the fridge."]))
+        >>> policy.summary()
+        'the model chose no step (no step was played)'
+        """
+        total = self.model_steps + self.fallback_steps
+        why = ", ".join(f"{n} {reason}" for reason, n in self.fallback_reasons.most_common())
+        if total == 0:
+            return "the model chose no step (no step was played)"
+        if self.model_steps == 0:
+            return f"the model chose no step: the explorer took all {total} ({why})"
+        if self.fallback_steps == 0:
+            return f"the model chose all {total} steps"
+        return (
+            f"the model chose {self.model_steps} of {total} steps; the explorer took "
+            f"{self.fallback_steps} ({why})"
+        )
 
     def feedback(self, action: str, observation: str, reward: float) -> None:
         self.taken[_norm(action)] += 1
@@ -822,6 +848,26 @@ class ChatPolicy:
 
 def _norm(action: str) -> str:
     return " ".join(action.lower().split())
+
+
+def failure_reason(error: str) -> str:
+    """Why a model step failed, in a word or two, from its :class:`LLMError` message.
+
+    >>> failure_reason("choose_action via m: not used: 2 requests failed in a row")
+    'disabled endpoint'
+    """
+    lower = error.lower()
+    if ": not used: " in lower:
+        return "disabled endpoint"
+    if "budget" in lower:
+        return "call budget spent"
+    if "cut at" in lower or "over the bound" in lower or "over the cap" in lower:
+        return "reply too long"
+    if "invalid output" in lower:
+        return "invalid reply"
+    if "timeout" in lower or "timed out" in lower or "deadline" in lower:
+        return "timeout"
+    return "failed request"
 
 
 def choose_action(text: str, valid_actions: Sequence[str]) -> str:
