@@ -17,6 +17,7 @@ from graphmem.embedding import (
 )
 from graphmem.errors import (
     DimensionMismatch,
+    EmbedderMismatch,
     EmptyContent,
     GraphmemError,
     ImportFormatError,
@@ -45,6 +46,7 @@ from graphmem.models import (
     Trajectory,
     TrajectoryStep,
 )
+from graphmem.ops.reembed import reembed
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -59,6 +61,7 @@ __all__ = [
     "EdgeKind",
     "EmbeddedStore",
     "Embedder",
+    "EmbedderMismatch",
     "EmptyContent",
     "Episode",
     "Granularity",
@@ -91,4 +94,5 @@ __all__ = [
     "UpdateStrategy",
     "__version__",
     "preset",
+    "reembed",
 ]

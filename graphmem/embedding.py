@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import threading
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from graphmem.errors import ConfigError, InvalidInput
+from graphmem.errors import ConfigError, EmbedderMismatch, InvalidInput
 
 log = logging.getLogger(__name__)
 
@@ -232,3 +235,84 @@ def default_embedder() -> Embedder:
 def embed_one(embedder: Embedder, text: str) -> list[float]:
     """Embed one text as a plain list (the form stored on memories)."""
     return [float(x) for x in embedder.embed([text])[0]]
+
+
+# ---- which embedder made a namespace's vectors -------------------------------------------------
+
+PROBE_TEXT = "graphmem embedder fingerprint: the spare key is under the blue flower pot"
+"""The fixed text whose vector fingerprints an embedder."""
+
+PROBE_MIN_COSINE = 0.99
+"""Two fingerprints match when their probe vectors have at least this cosine similarity: the same
+model on another machine (another BLAS, another float rounding) stays far above it, and two
+different models (or the hashing embedder and a model) land near 0."""
+
+
+class EmbedderRecord(BaseModel):
+    """What a store records about the embedder of a namespace: its name, its dimension and
+    its fingerprint (the vector of :data:`PROBE_TEXT`). ``pending`` marks a re-embed to this
+    embedder that started and has not finished."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, max_length=500)
+    dimension: int = Field(ge=1)
+    probe: list[float]
+    pending: bool = False
+    recorded_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+
+    def describe(self) -> str:
+        """The embedder in words, for messages: ``all-MiniLM-L6-v2 (384-d)``."""
+        return f"{self.name} ({self.dimension}-d)"
+
+    def matches(self, other: EmbedderRecord) -> bool:
+        """Same embedder: same dimension and probe vectors at least PROBE_MIN_COSINE alike.
+
+        The name is not compared: the same model loaded from another path has another name.
+        """
+        if self.dimension != other.dimension or len(self.probe) != len(other.probe):
+            return False
+        a = np.asarray(self.probe, dtype=np.float64)
+        b = np.asarray(other.probe, dtype=np.float64)
+        norms = float(np.linalg.norm(a) * np.linalg.norm(b))
+        if norms == 0.0:
+            return bool(np.array_equal(a, b))
+        return float(a @ b) / norms >= PROBE_MIN_COSINE
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Any) -> EmbedderRecord:
+        """A record from its JSON form; InvalidInput says what is wrong with it."""
+        try:
+            record = cls.model_validate(data)
+        except ValidationError as e:
+            first = e.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "record"
+            raise InvalidInput(f"bad embedder record ({where}: {first['msg']})") from e
+        if len(record.probe) != record.dimension or not all(map(math.isfinite, record.probe)):
+            raise InvalidInput(
+                f"bad embedder record: the probe must be {record.dimension} finite numbers"
+            )
+        return record
+
+
+def fingerprint(embedder: Embedder) -> EmbedderRecord:
+    """The record that identifies ``embedder`` (embeds :data:`PROBE_TEXT` once)."""
+    probe = embedder.embed([PROBE_TEXT])[0]
+    return EmbedderRecord(
+        name=embedder.name, dimension=embedder.dimension, probe=[float(x) for x in probe]
+    )
+
+
+def check_embedder(namespace: str, recorded: EmbedderRecord, current: EmbedderRecord) -> None:
+    """Raise EmbedderMismatch unless ``current`` may read and write vectors that ``recorded``
+    describes (an unfinished re-embed admits no embedder: it must be finished first)."""
+    if recorded.pending:
+        raise EmbedderMismatch(namespace, recorded.describe(), current.describe(), pending=True)
+    if not recorded.matches(current):
+        now = current.describe()
+        if now == recorded.describe():
+            now = f"this {now}, whose vectors differ (another version or settings)"
+        raise EmbedderMismatch(namespace, recorded.describe(), now)

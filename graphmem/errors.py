@@ -44,6 +44,33 @@ class DimensionMismatch(InvalidVector):
         self.got = got
 
 
+class EmbedderMismatch(GraphmemError, ValueError):
+    """A namespace's vectors were made by another embedder than the one in use.
+
+    Nothing was read or written with the wrong embedder. ``recorded`` and ``current`` describe
+    the two embedders (name and dimension).
+    """
+
+    def __init__(self, namespace: str, recorded: str, current: str, *, pending: bool = False):
+        if pending:
+            text = (
+                f"namespace {namespace!r} is half re-embedded with {recorded} (an unfinished "
+                f"re-embed); finish it with `graphmem reembed --namespace {namespace}` and that "
+                f"embedder before using it with {current}"
+            )
+        else:
+            text = (
+                f"namespace {namespace!r} was embedded with {recorded}, not {current}: use "
+                f"{recorded}, or re-embed it with `graphmem reembed --namespace {namespace}` "
+                "(graphmem.reembed in Python) and the embedder you want"
+            )
+        super().__init__(text)
+        self.namespace = namespace
+        self.recorded = recorded
+        self.current = current
+        self.pending = pending
+
+
 class MemoryNotFound(GraphmemError, KeyError):
     """No memory with this id exists in this namespace."""
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
+from graphmem.embedding import EmbedderRecord
 from graphmem.models import AnyMemory, Edge, Trajectory
 
 
@@ -31,8 +32,14 @@ def export_schemas() -> dict[str, dict[str, Any]]:
             "type": {"const": "header"},
             "format": {"const": "graphmem.jsonl/1"},
             "dimension": {"type": ["integer", "null"]},
+            "embedders": {
+                "type": "object",
+                "description": "Namespace → the embedder that made its vectors.",
+                "additionalProperties": {"$ref": "#/$defs/EmbedderRecord"},
+            },
         },
         "required": ["type", "format"],
+        "$defs": {"EmbedderRecord": EmbedderRecord.model_json_schema(mode="serialization")},
     }
     trajectory = Trajectory.model_json_schema()
     trajectory["title"] = "graphmem trajectory (input of build)"

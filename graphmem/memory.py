@@ -12,11 +12,12 @@ True
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
-from graphmem.embedding import Embedder, default_embedder, embed_one
+from graphmem.embedding import Embedder, EmbedderRecord, default_embedder, embed_one, fingerprint
 from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
 from graphmem.stores.base import MemoryStore
 
@@ -51,21 +52,49 @@ class GraphMemory:
         self.llm = llm
         self.config = config if config is not None else MemoryConfig()
         self._dimension_checked = False
+        self._identity: EmbedderRecord | None = None
+        self._embedder_checked: set[str] = set()
+        self._identity_lock = threading.Lock()
 
     # ---- shared helpers for the operation modules ---------------------------------------
 
-    def embed(self, text: str) -> list[float]:
-        """Embed one text, checking the embedder's dimension against the store once."""
-        if not self._dimension_checked:
-            self.store.check_dimension(self.embedder.dimension)
-            self._dimension_checked = True
+    def embed(self, text: str, *, namespace: str | None = None) -> list[float]:
+        """Embed one text, checking the embedder's dimension against the store once, and,
+        given the namespace the vector is for, that the namespace was embedded by this
+        embedder (:meth:`check_embedder`)."""
+        self._check(namespace)
         return embed_one(self.embedder, text)
 
-    def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_many(
+        self, texts: Sequence[str], *, namespace: str | None = None
+    ) -> list[list[float]]:
+        self._check(namespace)
+        return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+
+    def _check(self, namespace: str | None) -> None:
         if not self._dimension_checked:
             self.store.check_dimension(self.embedder.dimension)
             self._dimension_checked = True
-        return [[float(x) for x in row] for row in self.embedder.embed(list(texts))]
+        if namespace is not None:
+            self.check_embedder(namespace)
+
+    def check_embedder(self, namespace: str) -> None:
+        """Check that this memory's embedder made the namespace's vectors, recording it if
+        nothing is recorded yet (a new namespace, or one written before graphmem recorded
+        embedders); raises :class:`~graphmem.errors.EmbedderMismatch`, changing nothing,
+        otherwise. Checked once per namespace for the life of this object (a re-embed by
+        another process while this one writes is not noticed: stop writers first)."""
+        if namespace in self._embedder_checked:
+            return
+        self.store.use_embedder(namespace, self.embedder_identity())
+        self._embedder_checked.add(namespace)
+
+    def embedder_identity(self) -> EmbedderRecord:
+        """The record that identifies this memory's embedder (computed once)."""
+        with self._identity_lock:
+            if self._identity is None:
+                self._identity = fingerprint(self.embedder)
+            return self._identity
 
     def get(self, namespace: str, memory_id: str) -> AnyMemory:
         return self.store.get(namespace, memory_id)

@@ -84,12 +84,17 @@ def neo4j_store() -> Iterator[MemoryStore]:
 
 
 def drop_namespaces(store: MemoryStore, prefix: str) -> None:
-    """Delete every memory of the namespaces ``prefix`` and ``prefix-…``."""
+    """Delete every memory of the namespaces ``prefix`` and ``prefix-…``, and their embedder
+    records (deleting memories keeps a namespace's record)."""
+    dropped = {prefix}
     for ns in store.namespaces():
         if ns == prefix or ns.startswith(prefix + "-"):
+            dropped.add(ns)
             ids = [m.id for m in store.iter_nodes(ns)]
             for start in range(0, len(ids), 500):
                 store.delete(ns, ids[start : start + 500])
+    for ns in dropped:
+        store.record_embedder(ns, None, replace=True)
 
 
 @pytest.fixture(params=_backends())

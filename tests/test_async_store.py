@@ -14,7 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -22,7 +30,7 @@ import pytest
 from conftest import drop_namespaces
 from langgraph.store.base import SearchItem
 
-from graphmem.embedding import HashingEmbedder
+from graphmem.embedding import EmbedderRecord, HashingEmbedder
 from graphmem.errors import DimensionMismatch, MemoryNotFound
 from graphmem.integrations.langgraph_store import GraphMemoryStore
 from graphmem.memory import GraphMemory
@@ -441,6 +449,17 @@ class LoopBackedStore(MemoryStore):
 
     def check_dimension(self, dimension: int) -> None:
         self._wait(self._store.check_dimension(dimension))
+
+    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
+        return self._wait(self._store.embedder_record(namespace))
+
+    def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None:
+        return self._wait(self._store.record_embedder(namespace, record, replace=replace))
+
+    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        self._wait(self._store.set_embeddings(namespace, vectors))
 
     def upsert(
         self,

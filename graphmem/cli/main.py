@@ -63,6 +63,9 @@ def _command_groups() -> list[Register]:
     from graphmem.cli.mcp import register as mcp_commands
 
     groups.append(mcp_commands)
+    from graphmem.cli.reembed import register as reembed_command
+
+    groups.append(reembed_command)
     return groups
 
 

@@ -457,7 +457,8 @@ class GraphMemoryStore(BaseStore):
         """The notes a run of puts writes, and the vector notes they leave unused."""
         texts = [self._index_texts(op) for _, op, _ in puts]
         flat = [t for ts in texts for t in ts]
-        embedded = await io.offload(lambda: self._embed_documents(flat)) if flat else []
+        spaces = list(dict.fromkeys(graph_ns for graph_ns, _, _ in puts))
+        embedded = await io.offload(lambda: self._embed_documents(flat, spaces)) if flat else []
         vectors = iter(embedded)
         wanted: dict[str, list[str]] = {}
         for graph_ns, op, _ in puts:
@@ -524,15 +525,23 @@ class GraphMemoryStore(BaseStore):
             texts.extend(t for t in get_text_at_path(value, path) if t.strip())
         return texts
 
-    def _embed_documents(self, texts: list[str]) -> list[list[float]]:
+    def _check_embedder(self, graph_namespaces: Sequence[str]) -> None:
+        """The memory's embedder must be the one each namespace was embedded with (an
+        ``index.embed`` of the caller's own is not checked)."""
+        for graph_ns in graph_namespaces:
+            self.memory.check_embedder(graph_ns)
+
+    def _embed_documents(self, texts: list[str], spaces: Sequence[str]) -> list[list[float]]:
         if self.embeddings is None:
+            self._check_embedder(spaces)
             return self.memory.embed_many(texts)
         vectors = self.embeddings.embed_documents(texts)
         self.memory.store.check_dimension(len(vectors[0]))
         return [check_vector(v, self.memory.store.dimension) for v in vectors]
 
-    def _embed_query(self, text: str) -> list[float]:
+    def _embed_query(self, text: str, spaces: Sequence[str]) -> list[float]:
         if self.embeddings is None:
+            self._check_embedder(spaces)
             return self.memory.embed(text)
         vector = self.embeddings.embed_query(text)
         return check_vector(vector, self.memory.store.dimension)
@@ -596,7 +605,8 @@ class GraphMemoryStore(BaseStore):
         """Items by similarity (or two-phase score) over the filtered candidates in scope."""
         query = op.query
         assert query is not None
-        vector = await io.offload(lambda: self._embed_query(query))
+        spaces = [graph_ns for graph_ns, _ in scope]
+        vector = await io.offload(lambda: self._embed_query(query, spaces))
         want = op.offset + op.limit
         k1 = want * self.recall_factor
         by_ns = dict(scope)

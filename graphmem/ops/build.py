@@ -142,7 +142,7 @@ def build(
     if gran is not Granularity.TRAJECTORY:
         script = ops.distill_script(mem.llm, traj.task, traj.steps, traj.success, budget)
     key = (keyword_key(keywords.value) if keywords else "") or traj.task
-    vector = mem.embed(key)
+    vector = mem.embed(key, namespace=namespace)
 
     verbatim = producer(mem.llm)
     key_by = [keywords] if keywords else []
@@ -264,7 +264,7 @@ def add_note(mem: MemoryContext, namespace: str, content: str, **fields: Any) ->
     values.setdefault("created_by", by)
     values.setdefault("q", mem.config.q0)
     note = Note(namespace=namespace, content=content, content_hash=digest, **values)
-    note.embedding = mem.embed(note.embed_text())
+    note.embedding = mem.embed(note.embed_text(), namespace=namespace)
     mem.store.upsert([note])
     return note
 
@@ -356,7 +356,7 @@ def revise_note(
         version=max(o.version for o in olds) + 1,
         **values,
     )
-    note.embedding = mem.embed(note.embed_text())
+    note.embedding = mem.embed(note.embed_text(), namespace=namespace)
     now = utcnow()
     reason = f"{EVOLVED_INTO}{note.id}"
     retired = [
@@ -549,7 +549,7 @@ def _existing(mem: MemoryContext, namespace: str, proc: Procedure) -> BuildResul
             source_ref=proc.source_ref,
             created_by=proc.created_by,
             q=mem.config.q0,
-            embedding=mem.embed(proc.key),
+            embedding=mem.embed(proc.key, namespace=namespace),
         )
         solved = _solved_by(namespace, task, procedures)
         store.upsert([task], solved)

@@ -28,10 +28,11 @@ class MemoryContext(Protocol):
     @property
     def llm(self) -> MemoryLLM | None: ...
 
-    def embed(self, text: str) -> list[float]:
-        """One text's vector (the store's dimension checked once)."""
+    def embed(self, text: str, *, namespace: str) -> list[float]:
+        """One text's vector for ``namespace`` (the store's dimension checked once, and that
+        the namespace's vectors were made by this embedder)."""
         ...
 
-    def embed_many(self, texts: Sequence[str]) -> list[list[float]]:
-        """Several texts' vectors, in order."""
+    def embed_many(self, texts: Sequence[str], *, namespace: str) -> list[list[float]]:
+        """Several texts' vectors for ``namespace``, in order."""
         ...

@@ -324,7 +324,7 @@ def _refreshed(
         }
     )
     new = memory_from_dict(data)  # validates; utility (q, uses, ...) carried over as decided
-    new.embedding = mem.embed(new.embed_text())
+    new.embedding = mem.embed(new.embed_text(), namespace=old.namespace)
     return new, f"refreshed by {by}: " + "; ".join(parts)
 
 

@@ -235,7 +235,7 @@ def retrieve(
         get_open_episode(mem.store, namespace, check_id(episode_id))
 
     rng = _rng(mem, cfg.seed)
-    vector = mem.embed(_query_text(query, cfg.policy))
+    vector = mem.embed(_query_text(query, cfg.policy), namespace=namespace)
     if cfg.policy is RetrievePolicy.RANDOM:
         candidates = _random_candidates(mem.store, namespace, vector, cfg, rng)
     else:

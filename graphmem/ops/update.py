@@ -307,7 +307,7 @@ def _task(
         key=key,
         key_mode=mode,
         content_hash=digest,
-        embedding=mem.embed(key),
+        embedding=mem.embed(key, namespace=namespace),
         source="reflect",
         source_ref=_source_ref(traj),
         created_by=created_by,
@@ -328,7 +328,9 @@ def _reference(
     cfg = mem.config.update
     if cfg.reference_k == 0:
         return None, []
-    vector = task.embedding if task.embedding is not None else mem.embed(task.key)
+    vector = (
+        task.embedding if task.embedding is not None else mem.embed(task.key, namespace=namespace)
+    )
     recalled = mem.store.recall(
         namespace,
         vector,
@@ -378,7 +380,7 @@ def _tip(
         q=mem.config.q0,
         content_hash=digest,
     )
-    tip.embedding = mem.embed(tip.embed_text())
+    tip.embedding = mem.embed(tip.embed_text(), namespace=namespace)
     return tip, True
 
 
@@ -499,7 +501,9 @@ def _correction(
         created_by=produced.created_by,
         q=mem.config.q0,
         content_hash=digest,
-        embedding=proc.embedding if proc.embedding is not None else mem.embed(proc.key),
+        embedding=proc.embedding
+        if proc.embedding is not None
+        else mem.embed(proc.key, namespace=namespace),
     )
     chain = [
         Step(

@@ -20,6 +20,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._vectors import Vector, VectorIndex
@@ -46,6 +47,8 @@ class Change:
     nodes: list[tuple[AnyMemory, Vector | None]] = field(default_factory=list)
     edges: list[Edge] = field(default_factory=list)
     utility: list[UtilityChange] = field(default_factory=list)
+    embedders: dict[str, dict[str, Any] | None] = field(default_factory=dict)
+    """Namespace → its embedder record (JSON form), or None to remove the record."""
 
 
 # ---- codec ------------------------------------------------------------------------------
@@ -71,6 +74,7 @@ def encode_change(
     nodes: Sequence[dict[str, Any]] = (),
     edges: Sequence[Edge] = (),
     utility: Sequence[UtilityChange] = (),
+    embedders: dict[str, dict[str, Any] | None] | None = None,
 ) -> bytes:
     """One change as one newline-terminated ASCII JSON line."""
     record: dict[str, Any] = {}
@@ -95,6 +99,8 @@ def encode_change(
             ]
             for u in utility
         ]
+    if embedders:
+        record["emb"] = embedders
     return (json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
 
 
@@ -120,6 +126,11 @@ def decode_change(record: dict[str, Any], matrix: Vector | None = None) -> Chang
         UtilityChange(ns, i, float(q), int(n), int(u), int(s), datetime.fromisoformat(t))
         for ns, i, q, n, u, s, t in record.get("util", ())
     ]
+    for ns, data in dict(record.get("emb") or {}).items():
+        # Validated on the way in, so a replay can never hold a record the live path refused.
+        change.embedders[str(ns)] = (
+            None if data is None else EmbedderRecord.from_json(data).to_json()
+        )
     return change
 
 
@@ -156,6 +167,9 @@ class GraphState:
     def __init__(self) -> None:
         self.dimension: int | None = None
         self.spaces: dict[str, _Space] = {}
+        # Namespace → the record of the embedder that made its vectors (kept when the
+        # namespace is emptied, like Neo4j's meta node).
+        self.embedders: dict[str, dict[str, Any]] = {}
         self.ann_threshold: int | None = None  # exact unless the store opts in
 
     def set_ann_threshold(self, threshold: int | None) -> None:
@@ -181,6 +195,11 @@ class GraphState:
             self._put_edge(edge)
         for u in change.utility:
             self._set_utility(u)
+        for ns, data in change.embedders.items():
+            if data is None:
+                self.embedders.pop(ns, None)
+            else:
+                self.embedders[ns] = data
 
     def _space(self, namespace: str) -> _Space:
         space = self.spaces.get(namespace)
@@ -382,7 +401,10 @@ class GraphState:
             edges.extend(e.model_dump(mode="json") for _, _, e in space.graph.edges(data="e"))
         dim = self.dimension or 0
         matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
-        return {"dim": self.dimension, "put": nodes, "edges": edges}, matrix
+        state: dict[str, Any] = {"dim": self.dimension, "put": nodes, "edges": edges}
+        if self.embedders:
+            state["emb"] = dict(sorted(self.embedders.items()))
+        return state, matrix
 
     def iter_all_ids(self) -> Iterator[tuple[str, str]]:
         for ns in sorted(self.spaces):

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import IO, Any, Literal
 
 from pydantic import Field
 
+from graphmem.embedding import EmbedderRecord, check_embedder
 from graphmem.errors import (
     DimensionMismatch,
     EpisodeFinished,
@@ -105,6 +106,41 @@ class MemoryStore(ABC):
     @abstractmethod
     def check_dimension(self, dimension: int) -> None:
         """Fix the store's dimension on first use; raise DimensionMismatch if it differs."""
+
+    # ---- which embedder made each namespace's vectors (docs/design.md §3) ----------------
+
+    @abstractmethod
+    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
+        """The embedder recorded for the namespace, or None (nothing recorded yet)."""
+
+    @abstractmethod
+    def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None:
+        """Record the namespace's embedder, durably, if none is recorded; ``replace`` writes it
+        whatever is recorded (None then removes the record). Returns the record in effect
+        afterwards, so of two first writers racing, the loser sees the winner's."""
+
+    @abstractmethod
+    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        """Replace the embeddings of existing memories in one atomic write; nothing else about
+        them changes. An unknown id raises MemoryNotFound, a bad vector InvalidVector, and then
+        nothing was written."""
+
+    def use_embedder(self, namespace: str, current: EmbedderRecord) -> EmbedderRecord:
+        """Check that ``current`` is the namespace's embedder, recording it if none is yet
+        (a store written before embedders were recorded adopts the first one used).
+
+        Raises :class:`~graphmem.errors.EmbedderMismatch`, having changed nothing, when
+        another embedder is recorded or a re-embed is unfinished.
+        """
+        check_namespace(namespace)
+        recorded = self.embedder_record(namespace)
+        if recorded is None:
+            recorded = self.record_embedder(namespace, current)
+        assert recorded is not None
+        check_embedder(namespace, recorded, current)
+        return recorded
 
     # ---- writes -------------------------------------------------------------------------
 
@@ -313,7 +349,15 @@ class MemoryStore(ABC):
         """Write the graph (or one namespace) as JSON Lines; returns the number of lines."""
         if namespace is not None:
             check_namespace(namespace)
-        header = {"type": "header", "format": EXPORT_FORMAT, "dimension": self.dimension}
+        header: dict[str, Any] = {
+            "type": "header",
+            "format": EXPORT_FORMAT,
+            "dimension": self.dimension,
+        }
+        spaces = [namespace] if namespace is not None else self.namespaces()
+        embedders = {ns: rec.to_json() for ns in spaces if (rec := self.embedder_record(ns))}
+        if embedders:
+            header["embedders"] = embedders
         out.write(json.dumps(header) + "\n")
         n = 1
         for memory in self.iter_nodes(namespace):
@@ -335,11 +379,21 @@ class MemoryStore(ABC):
         import is bounded by memory (and, on Neo4j, by the server's transaction memory).
         ``namespace`` moves every record into that namespace (e.g. to copy memories between
         tenants). Returns (nodes, edges) imported.
+
+        The header's embedder records travel too: a namespace whose recorded embedder differs
+        from the file's is refused with :class:`~graphmem.errors.EmbedderMismatch` before
+        anything is written (import into a new namespace, then ``graphmem reembed`` it); a
+        namespace with no record adopts the file's. A file without records (an export made
+        before embedders were recorded) is imported unchecked.
         """
         if namespace is not None:
             check_namespace(namespace)
         plan = _parse_import(lines, namespace, self.dimension)
         self._check_import_edges(plan)
+        for ns, file_record in plan.embedders.items():
+            recorded = self.embedder_record(ns)
+            if recorded is not None and not recorded.matches(file_record):
+                check_embedder(ns, recorded, file_record)
         nodes = [m for _, m in plan.nodes]
         edges = [e for _, e in plan.edges]
         if nodes or edges:
@@ -348,6 +402,8 @@ class MemoryStore(ABC):
         if plan.dimension is not None and not plan.has_vectors:
             # Only after the data is in: a failed write must not leave the dimension fixed.
             self.check_dimension(plan.dimension)
+        for ns, file_record in plan.embedders.items():
+            self.record_embedder(ns, file_record)
         return len(nodes), len(edges)
 
     def _check_import_edges(self, plan: _ImportPlan) -> None:
@@ -395,6 +451,21 @@ class _ImportPlan:
     edges: list[tuple[int, Edge]] = field(default_factory=list)
     has_vectors: bool = False
     kinds: dict[tuple[str, str], str] = field(default_factory=dict)
+    embedders: dict[str, EmbedderRecord] = field(default_factory=dict)
+
+    def expect_embedders(self, raw: Any, namespace: str | None) -> None:
+        """The header's embedder records, by the namespace they are imported into."""
+        if not isinstance(raw, dict):
+            raise InvalidInput("the header's embedders must map namespaces to embedder records")
+        for source, data in raw.items():
+            record = EmbedderRecord.from_json(data)
+            target = check_namespace(namespace if namespace is not None else source)
+            earlier = self.embedders.setdefault(target, record)
+            if not earlier.matches(record):
+                raise InvalidInput(
+                    f"the file's namespaces were embedded with {earlier.describe()} and "
+                    f"{record.describe()}; import them into namespace {target!r} one at a time"
+                )
 
     def expect_dimension(self, dimension: int) -> None:
         if self.dimension is None:
@@ -448,6 +519,8 @@ def _parse_record(plan: _ImportPlan, line_no: int, record: dict[str, Any], ns: s
             raise ImportFormatError(line_no, f"unknown format {_short(record.get('format'))}")
         if record.get("dimension") is not None:
             plan.expect_dimension(_header_dimension(record["dimension"]))
+        if record.get("embedders") is not None:
+            plan.expect_embedders(record["embedders"], ns)
     elif kind == "node":
         memory = memory_from_dict(record)
         if memory.embedding is not None:

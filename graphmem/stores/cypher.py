@@ -56,6 +56,48 @@ FOREACH (_ IN CASE WHEN g.dimension IS NULL THEN [1] ELSE [] END | SET g.dimensi
 RETURN g.dimension AS dimension
 """
 
+# One GraphmemMeta node per namespace records the embedder that made its vectors, named
+# EMBEDDER_PREFIX + namespace so the name uniqueness constraint keeps it single.
+EMBEDDER_PREFIX: Final = "embedder:"
+
+_EMBEDDER_FIELDS = """
+RETURN g.embedder AS name, g.dimension AS dimension, g.probe AS probe, g.pending AS pending,
+       g.recorded_at AS recorded_at
+"""
+
+EMBEDDER_GET: Final = "MATCH (g:GraphmemMeta {name: $name})" + _EMBEDDER_FIELDS
+
+EMBEDDER_ADOPT: Final = (
+    """
+MERGE (g:GraphmemMeta {name: $name})
+ON CREATE SET g += $props
+"""
+    + _EMBEDDER_FIELDS
+)
+
+EMBEDDER_REPLACE: Final = (
+    """
+MERGE (g:GraphmemMeta {name: $name})
+SET g += $props
+"""
+    + _EMBEDDER_FIELDS
+)
+
+EMBEDDER_REMOVE: Final = "MATCH (g:GraphmemMeta {name: $name}) DELETE g"
+
+SET_EMBEDDINGS_MISSING: Final = """
+UNWIND $ids AS id
+OPTIONAL MATCH (m:Memory {namespace: $namespace, id: id})
+WITH id, m WHERE m IS NULL
+RETURN id LIMIT 1
+"""
+
+SET_EMBEDDINGS: Final = """
+UNWIND $rows AS row
+MATCH (m:Memory {namespace: $namespace, id: row.id})
+SET m.embedding = row.embedding
+"""
+
 VECTOR_INDEX_INFO: Final = """
 SHOW VECTOR INDEXES YIELD name, state, options, properties
 WHERE name = $name

@@ -38,12 +38,13 @@ import json
 import logging
 import math
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+from graphmem.embedding import EmbedderRecord
 from graphmem.errors import (
     DimensionMismatch,
     GraphmemError,
@@ -311,6 +312,45 @@ class EmbeddedStore(MemoryStore):
                 self._commit(encode_change(dimension=dimension))
             elif current != dimension:
                 raise DimensionMismatch(current, dimension)
+
+    # ---- embedder records (one per namespace, in the journal like every write) --------------
+
+    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
+        check_namespace(namespace)
+        with self._read():
+            data = self._state.embedders.get(namespace)
+        return None if data is None else EmbedderRecord.from_json(data)
+
+    def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None:
+        check_namespace(namespace)
+        if record is None and not replace:
+            raise InvalidInput("record_embedder(None) removes a record only with replace=True")
+        with self._write():
+            current = self._state.embedders.get(namespace)
+            if replace or current is None:
+                data = None if record is None else record.to_json()
+                if data != current:
+                    self._commit(encode_change(embedders={namespace: data}))
+            found = self._state.embedders.get(namespace)
+        return None if found is None else EmbedderRecord.from_json(found)
+
+    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        check_namespace(namespace)
+        if not vectors:
+            return
+        with self._write():
+            dim, records = self._state.dimension, []
+            for memory_id, values in vectors.items():
+                current = self._state.memory(namespace, check_id(memory_id))
+                if current is None:
+                    raise MemoryNotFound(memory_id, namespace)
+                vector = as_float32(check_vector(values, dim))
+                dim = len(vector)
+                records.append(node_record(current, vector))
+            new_dim = dim if self._state.dimension is None else None
+            self._commit(encode_change(dimension=new_dim, nodes=records))
 
     # ---- writes -------------------------------------------------------------------------
 

@@ -22,7 +22,7 @@ The operations themselves are in :mod:`graphmem.stores.neo4j_ops`, shared with
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
+from graphmem.embedding import EmbedderRecord
 from graphmem.errors import ConfigError, StoreError
 from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
+from graphmem.stores import neo4j_embedders as embedders
 from graphmem.stores import neo4j_ops as ops
 from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
 from graphmem.stores.neo4j_recall import IndexMode
@@ -171,6 +173,17 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
 
     def check_dimension(self, dimension: int) -> None:
         drive(ops.check_dimension(self, dimension))
+
+    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
+        return drive(embedders.embedder_record(self, namespace))
+
+    def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None:
+        return drive(embedders.record_embedder(self, namespace, record, replace=replace))
+
+    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        drive(embedders.set_embeddings(self, namespace, vectors))
 
     # ---- writes ---------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ loop, and close it there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
@@ -28,8 +28,10 @@ from typing import Any
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
+from graphmem.embedding import EmbedderRecord
 from graphmem.errors import ConfigError, StoreError
 from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
+from graphmem.stores import neo4j_embedders as embedders
 from graphmem.stores import neo4j_ops as ops
 from graphmem.stores.base import Direction, EpisodeCredit, Recall
 from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
@@ -109,6 +111,20 @@ class AsyncNeo4jStore(ops.Neo4jBase):
 
     async def check_dimension(self, dimension: int) -> None:
         await ops.check_dimension(self, dimension)
+
+    async def embedder_record(self, namespace: str) -> EmbedderRecord | None:
+        """The embedder recorded for the namespace (as :meth:`MemoryStore.embedder_record`)."""
+        return await embedders.embedder_record(self, namespace)
+
+    async def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None:
+        """As :meth:`MemoryStore.record_embedder`."""
+        return await embedders.record_embedder(self, namespace, record, replace=replace)
+
+    async def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
+        """As :meth:`MemoryStore.set_embeddings`."""
+        await embedders.set_embeddings(self, namespace, vectors)
 
     # ---- writes ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 CREATE CONSTRAINT memory_namespace_id IF NOT EXISTS
 FOR (m:Memory) REQUIRE (m.namespace, m.id) IS UNIQUE;
 
-// One record per database holds graphmem's schema version and the store's embedding dimension.
+// GraphmemMeta records: one named 'graphmem' holds the schema version and the store's embedding
+// dimension; one per namespace, named 'embedder:<namespace>', the embedder of its vectors.
 CREATE CONSTRAINT graphmem_meta_name IF NOT EXISTS
 FOR (g:GraphmemMeta) REQUIRE g.name IS UNIQUE;
