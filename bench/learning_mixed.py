@@ -292,15 +292,22 @@ class GraphmemMemory(NoMemory):
         )
         self.offered: dict[str, Any] = {}
         """This game's hits by memory id (what credit by use can credit)."""
+        self.open_id: str | None = None
+        """This game's Episode, which records every memory offered."""
         self.episode_id: str | None = None
         """The last finished game's Episode."""
 
     def _hits(self, query: str) -> list[Any]:
-        """Retrieve for ``query``; the hits join this game's offered ones."""
-        hits = self.mem.retrieve(self.namespace, query, self.config).hits
+        """Retrieve for ``query`` into this game's Episode; the hits join the offered ones."""
+        hits = self.mem.retrieve(self.namespace, query, self.config, episode_id=self.open_id).hits
         for hit in hits:
             self.offered.setdefault(hit.memory.id, hit)
         return hits
+
+    def _open(self, task: str) -> None:
+        """A new game: a new Episode, nothing offered yet."""
+        self.offered = {}
+        self.open_id = self.mem.start_episode(self.namespace, task).id
 
     def _retrieve(self, query: str) -> list[Offer]:
         from flows.textworld_agent import fact_lines
@@ -308,7 +315,7 @@ class GraphmemMemory(NoMemory):
         return [Offer(h.memory.id, tuple(fact_lines(h.memory) or [])) for h in self._hits(query)]
 
     def start(self, task: str) -> list[Offer]:
-        self.offered = {}
+        self._open(task)
         return self._retrieve(task)
 
     def recall(self, question: str) -> list[Offer]:
@@ -317,20 +324,17 @@ class GraphmemMemory(NoMemory):
     def finish(
         self, task: str, used: Sequence[str], success: bool, baseline: float | None = None
     ) -> None:
-        from graphmem.ops.episodes import record_retrieval
-        from graphmem.ops.retrieve import Retrieval
-
-        episode = self.mem.start_episode(self.namespace, task)
-        hits = [self.offered[i] for i in used if i in self.offered]
-        if hits:
-            record = Retrieval(namespace=self.namespace, query=task, config=self.config, hits=hits)
-            record_retrieval(self.mem.store, record, episode_id=episode.id)
+        if self.open_id is None:
+            self._open(task)
+        assert self.open_id is not None
         reward = 1.0 if success else 0.0
         if baseline is not None:  # advantage: Q0 + (R − b), inside the reward range
             cfg = self.mem.config
             reward = min(cfg.reward_max, max(cfg.reward_min, cfg.q0 + reward - baseline))
-        self.mem.finish_episode(self.namespace, episode.id, reward, success=success)
-        self.episode_id = episode.id
+        # Credit by use: the Episode recorded every memory offered; only those used move.
+        marks = [i for i in used if i in self.offered]
+        self.mem.finish_episode(self.namespace, self.open_id, reward, success=success, used=marks)
+        self.episode_id, self.open_id = self.open_id, None
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
         from flows.textworld_agent import FACTS_TAG, learn_subject_facts
@@ -423,7 +427,7 @@ class GraphmemExperiences(GraphmemMemory):
     def start(self, task: str) -> list[Offer]:
         from graphmem.examples.envs.procedures import plans_from_hits
 
-        self.offered = {}
+        self._open(task)
         plans = plans_from_hits(self.mem, self.namespace, self._hits(task))
         return [Offer(p.procedure_id, plan=p) for p in plans]
 

@@ -12,12 +12,20 @@ run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"
 Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
 questions (:class:`~graphmem.examples.envs.agents.RecallingPolicy`, e.g. "where does the gray coat
 belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
-and those memories join the task's Episode, so the reward credits them as well.
+and those memories join the task's Episode as well.
 
 Procedures can be acted on, not only read: with ``context.procedures`` set, a policy that
 follows procedures (:class:`~graphmem.examples.envs.procedures.ProcedurePolicy`) is handed the
-successful procedures two-phase retrieval finds for the task (best first); when the task ends, the
-ones it took steps from join the Episode (``followed``), so the reward credits exactly those.
+successful procedures two-phase retrieval finds for the task (best first); they join the
+Episode as offered, and the ones it took steps from are ``followed``.
+
+Credit by use (docs/design.md §2.3): the Episode records every memory the policy was offered
+(RETRIEVED). When the policy can say what it used (a
+:class:`~graphmem.examples.envs.agents.UsingPolicy` reports the hints it acted on; a procedure
+follower the procedures it followed), ``finish`` puts those ids in ``used`` and the update flow
+finishes the Episode with them, so the reward credits exactly what was used; a recalled note
+nobody used keeps its Q. A policy that cannot say (an LLM) is credited for everything it was
+handed (``used`` stays None).
 
 Each policy step is a graph step, so a run needs a recursion limit above the step budget;
 :func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
@@ -44,7 +52,6 @@ from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
 from graphmem.ops.build import procedure_chain
 from graphmem.ops.episodes import record_retrieval
-from graphmem.ops.retrieve import Retrieval
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +102,10 @@ def build_agent_graph(
         return {
             "task": task or "text game",
             "query": task or "text game",
-            # Credit by use: nothing joins the Episode until the policy has used it.
-            "open_episode": not _by_use(ctx),
-            "offered": [],
+            # The Episode records every memory offered; ``used`` is decided at the finish.
+            "open_episode": True,
             "sources": {},
-            "used": [],
+            "used": None,
             "episode_id": None,
             "hits": [],
             "prompt": "",
@@ -121,43 +127,32 @@ def build_agent_graph(
         ctx = _agent_context(runtime)
         assert ctx.policy is not None
         hints: list[str] = []
-        offer: dict[str, Any] = {}
+        update: dict[str, Any] = {}
         if ctx.use_memory and state.get("hits"):
             mem, namespace, _ = resolve(runtime, memory)
             hits = _hits(mem, namespace, state["hits"])
-            hints = (ctx.hints or default_hints)(mem, namespace, state["task"], hits)
+            hint_fn = ctx.hints or default_hints
+            hints = hint_fn(mem, namespace, state["task"], hits)
             if _by_use(ctx):
-                hint_fn = ctx.hints or default_hints
                 sources = {h.memory.id: hint_fn(mem, namespace, state["task"], [h]) for h in hits}
-                offer = {"offered": list(state["hits"]), "sources": sources}
+                update["sources"] = sources
         ctx.policy.begin(state["task"], hints=hints, seed=state["seed"])
         plans: list[HitRecord] = []
         if ctx.use_memory and ctx.procedures and isinstance(ctx.policy, ProcedurePolicy):
-            # Not recorded yet: only the procedures the policy follows join the Episode.
             mem, namespace, _ = resolve(runtime, memory)
             procs = mem.retrieve(namespace, state["query"], ctx.procedures)
             offered = plans_from_hits(mem, namespace, procs.hits)
             ctx.policy.offer_procedures(offered)
             keep = {p.procedure_id for p in offered}
-            plans = [hit_record(h) for h in procs.hits if h.memory.id in keep]
-        return {"hints": hints, "plans": plans, **offer}
-
-    def credit_followed(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        """Add the procedures the policy followed to the Episode (its reward credits them)."""
-        ctx = _agent_context(runtime)
-        offered = {h["memory_id"]: h for h in state.get("plans", [])}
-        if not (offered and ctx.use_memory and isinstance(ctx.policy, ProcedurePolicy)):
-            return {}
-        followed = [i for i in ctx.policy.followed_procedures() if i in offered]
-        if not followed:
-            return {"followed": []}
-        mem, namespace, _ = resolve(runtime, memory)
-        hits = _hits(mem, namespace, [offered[i] for i in followed])
-        episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
-        config = ctx.procedures or mem.config.retrieval
-        retrieval = Retrieval(namespace=namespace, query=state["query"], config=config, hits=hits)
-        record_retrieval(mem.store, retrieval, episode_id=episode_id)
-        return {"episode_id": episode_id, "followed": [h.memory.id for h in hits]}
+            kept = procs.model_copy(update={"hits": [h for h in procs.hits if h.memory.id in keep]})
+            if kept.hits:  # the plans handed to the policy join the Episode as offered
+                episode_id = (
+                    state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
+                )
+                record_retrieval(mem.store, kept, episode_id=episode_id)
+                update["episode_id"] = episode_id
+            plans = [hit_record(h) for h in kept.hits]
+        return {"hints": hints, "plans": plans, **update}
 
     def recall(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         """Answer the policy's questions from memory; the hits join the task's Episode."""
@@ -176,7 +171,6 @@ def build_agent_graph(
         episode_id = state.get("episode_id")
         recalled = list(state.get("recalled", []))
         by_use = _by_use(ctx)
-        offered = list(state.get("offered", []))
         sources = dict(state.get("sources", {}))
         hint_fn = ctx.hints or default_hints
         for question in questions:
@@ -184,50 +178,45 @@ def build_agent_graph(
                 namespace,
                 question,
                 ctx.recall,
-                open_episode=episode_id is None and not by_use,
-                episode_id=None if by_use else episode_id,
+                open_episode=episode_id is None,
+                episode_id=episode_id,
             )
-            if not by_use:
-                episode_id = episode_id or found.episode_id
+            episode_id = episode_id or found.episode_id
             recalled.extend(h.memory.id for h in found.hits)
             policy.add_hints(hint_fn(mem, namespace, question, found.hits))
             if by_use:
                 for h in found.hits:
                     if h.memory.id not in sources:
-                        offered.append(hit_record(h))
                         sources[h.memory.id] = hint_fn(mem, namespace, question, [h])
         update: dict[str, Any] = {
             "episode_id": episode_id,
             "recalled": list(dict.fromkeys(recalled)),
         }
         if by_use:
-            update.update(offered=offered, sources=sources)
+            update["sources"] = sources
         return update
 
-    def credit_used(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
-        """Credit by use: the memories offered to the policy (at the start or recalled) whose
-        hints it acted on join the Episode, so the reward credits exactly those; the others
-        were retrieved but did not matter, and their Q is left alone."""
-        ctx = _agent_context(runtime)
-        if not (ctx.use_memory and _by_use(ctx)):
-            return {}
-        assert isinstance(ctx.policy, UsingPolicy)
-        acted = set(ctx.policy.used_hints())
-        sources = state.get("sources", {})
-        used = [h for h in state.get("offered", []) if acted & set(sources.get(h["memory_id"], []))]
-        if not used:
-            return {"used": []}
-        mem, namespace, _ = resolve(runtime, memory)
-        hits = _hits(mem, namespace, used)
-        episode_id = state.get("episode_id") or mem.start_episode(namespace, state["task"]).id
-        retrieval = Retrieval(
-            namespace=namespace,
-            query=state["query"],
-            config=ctx.retrieval or mem.config.retrieval,
-            hits=hits,
-        )
-        record_retrieval(mem.store, retrieval, episode_id=episode_id)
-        return {"episode_id": episode_id, "used": [h.memory.id for h in hits]}
+    def used_memories(state: AgentState, ctx: AgentContext) -> dict[str, Any]:
+        """What the policy used, for the update flow's finish: the memories (offered at the
+        start or recalled) whose hints it acted on, or, for a policy that cannot say, all of
+        them; and the procedures it followed. ``used`` is None (every memory offered is
+        credited) for a policy that reports neither."""
+        plans = {h["memory_id"] for h in state.get("plans", [])}
+        follows = bool(plans) and isinstance(ctx.policy, ProcedurePolicy)
+        if not (ctx.use_memory and (_by_use(ctx) or follows)):
+            return {"used": None}
+        if isinstance(ctx.policy, UsingPolicy):
+            acted = set(ctx.policy.used_hints())
+            sources = state.get("sources", {})
+            used = [i for i, hints in sources.items() if acted & set(hints)]
+        else:
+            used = [h["memory_id"] for h in state.get("hits", [])]
+            used += state.get("recalled", [])
+        followed: list[str] = []
+        if follows:
+            assert isinstance(ctx.policy, ProcedurePolicy)
+            followed = [i for i in ctx.policy.followed_procedures() if i in plans]
+        return {"used": list(dict.fromkeys([*used, *followed])), "followed": followed}
 
     def act(state: AgentState, runtime: Runtime[AgentContext]) -> dict[str, Any]:
         ctx = _agent_context(runtime)
@@ -285,12 +274,10 @@ def build_agent_graph(
             "metadata": {"seed": state["seed"], "score": state.get("score", 0.0)},
         }
         log.debug("seed %s: success=%s in %d steps", state["seed"], success, len(steps))
-        used = credit_used(state, runtime)
-        followed = credit_followed(cast(AgentState, {**state, **used}), runtime)
-        marks: dict[str, Any] = {**used, **followed}
-        if ctx.use_memory and not (marks.get("episode_id") or state.get("episode_id")):
-            # Every run with memory is an Episode, even one that used nothing it was handed:
-            # the update flow finishes it with the reward, which then credits no memory.
+        marks = used_memories(state, ctx)
+        if ctx.use_memory and not state.get("episode_id"):
+            # Every run with memory is an Episode, even one that was handed nothing: the
+            # update flow finishes it with the reward, which then credits no memory.
             mem, namespace, _ = resolve(runtime, memory)
             marks["episode_id"] = mem.start_episode(namespace, state["task"]).id
         return {**marks, "reward": reward, "trajectory": trajectory}

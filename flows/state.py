@@ -68,12 +68,13 @@ class AgentContext(MemoryContext):
     (:class:`graphmem.examples.envs.agents.RecallingPolicy`) get answers before each step; what it
     recalls joins the task's Episode, so it is credited like the first retrieval. A policy
     that reports which hints it acted on (:class:`graphmem.examples.envs.agents.UsingPolicy`, e.g.
-    the rule-based explorers) is credited by use instead: of the memories retrieved at the start
-    and recalled during the task, only those whose hints it used join the Episode.
+    the rule-based explorers) is credited by use instead: the Episode records every memory
+    retrieved at the start and recalled during the task, and marks used only those whose hints
+    it used, which alone the reward credits.
     ``procedures`` (a retrieval config) hands a policy that follows procedures
     (:class:`graphmem.examples.envs.procedures.ProcedurePolicy`) the successful procedures two-phase
-    retrieval finds for the task; only those it took steps from join the Episode, so the
-    reward credits the procedures actually followed.
+    retrieval finds for the task; they are recorded as offered, and only those it took steps
+    from are marked used, so the reward credits the procedures actually followed.
     """
 
     env: GameEnv | None = None
@@ -224,12 +225,17 @@ class RetrieveState(TypedDict, total=False):
 
 
 class UpdateState(TypedDict, total=False):
-    """Update: reward the episode (utility), then update the memory set (reflect / build)."""
+    """Update: reward the episode (utility), then update the memory set (reflect / build).
+
+    ``used`` (memory ids the episode was offered) credits those only; None credits every
+    memory it was offered (or as the memory's config says).
+    """
 
     trajectory: dict[str, Any]
     episode_id: str | None
     reward: float
     success: bool
+    used: list[str] | None
     q_updates: dict[str, float]
     new_memory_ids: list[str]
     update: dict[str, Any]
@@ -256,9 +262,8 @@ class AgentState(TypedDict, total=False):
     recalled: list[str]
     plans: list[HitRecord]
     followed: list[str]
-    offered: list[HitRecord]
     sources: dict[str, list[str]]
-    used: list[str]
+    used: list[str] | None
     observation: str
     valid_actions: list[str]
     inventory: str
@@ -305,11 +310,13 @@ class BuildOutput(TypedDict, total=False):
 
 
 class UpdateInput(TypedDict, total=False):
-    """Update: the episode's reward (credits what it retrieved) and its trajectory."""
+    """Update: the episode's reward (credits what it retrieved, or, given ``used``, only those
+    of its memories) and its trajectory."""
 
     episode_id: str | None
     reward: float
     success: bool
+    used: list[str] | None
     trajectory: dict[str, Any]
 
 

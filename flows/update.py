@@ -1,12 +1,14 @@
 """Update flow: credit the episode (utility), then update the memory set (reflect / build).
 
-State :class:`~flows.state.UpdateState`: ``episode_id``, ``reward``, ``success`` and
+State :class:`~flows.state.UpdateState`: ``episode_id``, ``reward``, ``success``, ``used`` and
 ``trajectory`` in; ``q_updates`` (new Q per credited memory), ``new_memory_ids`` and an
 ``update`` summary out.
 
-- ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved
-  (skipped without an episode or a reward; a retried run replays the recorded outcome, and an
-  episode finished already with another reward is left as it is, with a warning);
+- ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved,
+  or, given ``used`` (ids it was offered), to those only (skipped without an episode or a
+  reward; a retried run replays the recorded outcome, and an episode finished already with
+  another reward is left as it is, with a warning; an id the episode was not offered is an
+  error);
 - ``reflect``: ``GraphMemory.update`` with the context's strategy (vanilla / validation /
   adjustment: on failure a Tip and a corrected procedure) — skipped without a trajectory.
 """
@@ -40,7 +42,7 @@ def build_update_graph(
             return {"q_updates": {}}
         try:
             outcome = mem.finish_episode(
-                namespace, episode_id, reward, success=state.get("success")
+                namespace, episode_id, reward, success=state.get("success"), used=state.get("used")
             )
         except EpisodeFinished as e:  # finished already with another reward: nothing changes
             log.warning("%s", e)

@@ -164,6 +164,31 @@ def test_memory_flows_over_http(server: Server) -> None:
     assert server.run("graphmem_retrieve", {"query": "make tea"})["hits"] == []
 
 
+def test_the_served_update_credits_only_the_used_memories(server: Server) -> None:
+    """A client's own tiny policy picks, from the served retrieve's hits, the procedure whose
+    steps it followed; the served update credits that one only."""
+    ns = "http-used"
+    tea = server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)
+    green = server.run(
+        "graphmem_build", {"trajectory": {**TRAJECTORY, "task": "make green tea"}}, namespace=ns
+    )
+    [tea_id], [green_id] = tea["new_memory_ids"], green["new_memory_ids"]
+    found = server.run("graphmem_retrieve", {"query": "make green tea"}, namespace=ns)
+    offered = [h["memory_id"] for h in found["hits"]]
+    assert set(offered) == {tea_id, green_id}
+
+    def policy(hits: list[dict[str, Any]]) -> list[str]:  # follows the best hit only
+        return [min(hits, key=lambda h: h["rank"])["memory_id"]]
+
+    used = policy(found["hits"])
+    update = {"episode_id": found["episode_id"], "reward": 1.0, "success": True}
+    refused = server.run("graphmem_update", {**update, "used": ["not-offered"]}, namespace=ns)
+    assert refused["__error__"]["error"] == "InvalidInput"
+    assert "was not offered" in refused["__error__"]["message"]
+    updated = server.run("graphmem_update", {**update, "used": used}, namespace=ns)
+    assert updated["q_updates"] == {used[0]: pytest.approx(0.55)}
+
+
 def test_an_invalid_namespace_fails_the_run_clearly(server: Server) -> None:
     out = server.run("graphmem_retrieve", {"query": "tea"}, namespace="no spaces allowed")
     assert out["__error__"]["error"] == "InvalidNamespace"

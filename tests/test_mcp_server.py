@@ -148,6 +148,47 @@ def test_every_tool_over_stdio(server_env: dict[str, str], namespace: str) -> No
 
 
 @pytest.mark.slow
+def test_report_outcome_credits_only_the_hits_the_agent_used(
+    server_env: dict[str, str], namespace: str
+) -> None:
+    """A client's own tiny policy reads the hits and reports the ones it used: the episode
+    keeps every hit offered, and only the used ones are credited."""
+
+    def policy(hits: list[dict[str, Any]]) -> list[str]:  # acts on what mentions the kettle
+        return [h["memory_id"] for h in hits if "kettle" in h["summary"]]
+
+    async def body(client: ClientSession) -> None:
+        mine = {"namespace": namespace}
+        kettle = _ok(
+            await client.call_tool("save_note", {"content": "The kettle is on the stove.", **mine})
+        )
+        cat = _ok(
+            await client.call_tool("save_note", {"content": "The cat naps by the stove.", **mine})
+        )
+        found = _ok(await client.call_tool("search_memory", {"query": "the stove", **mine}))
+        assert {h["memory_id"] for h in found["hits"]} == {kettle["memory_id"], cat["memory_id"]}
+        used = policy(found["hits"])
+        assert used == [kettle["memory_id"]]
+        report = {"episode_id": found["episode_id"], "reward": 1.0, **mine}
+        stranger = await client.call_tool(
+            "report_outcome", {**report, "used": [*used, "not-a-hit"]}
+        )
+        assert "was not offered 'not-a-hit'" in _error(stranger)
+        first = _ok(await client.call_tool("report_outcome", {**report, "used": used}))
+        assert first["q_updates"] == {kettle["memory_id"]: pytest.approx(0.55)}
+        assert first["credit"] == "used" and not first["replayed"]
+        again = _ok(await client.call_tool("report_outcome", {**report, "used": used}))
+        assert again["replayed"] and again["q_updates"] == first["q_updates"]
+        history = _ok(
+            await client.call_tool("memory_history", {"memory_id": cat["memory_id"], **mine})
+        )
+        assert history["q"] == pytest.approx(0.5) and history["uses"] == 0
+        assert history["episodes"] == []
+
+    _with_server(server_env, body=body)
+
+
+@pytest.mark.slow
 def test_a_server_fixed_to_one_namespace(server_env: dict[str, str], namespace: str) -> None:
     mine, other = f"{namespace}-fixed", f"{namespace}-other"
 

@@ -65,7 +65,7 @@ def test_tools_have_schemas_an_llm_can_call(mem: GraphMemory, namespace: str) ->
     ]
     assert set(search.args) == {"query"}
     assert set(save.args) == {"content", "tags"}
-    assert set(report.args) == {"success", "reward"}
+    assert set(report.args) == {"success", "reward", "used"}
     assert "query" in search.tool_call_schema.model_json_schema()["required"]
     assert all(t.description for t in (search, save, report))
 

@@ -3,10 +3,11 @@
 ``memory_tools(mem, namespace)`` returns three tools bound to one memory and namespace:
 
 - ``search_memory(query)``: two-phase retrieval; the first search of a run opens an Episode and
-  later searches add to it, so the outcome is credited to everything the agent was shown;
+  later searches add to it (everything the agent was shown is recorded); each hit shows its id;
 - ``save_note(content, tags)``: store a Zettelkasten note (keywords and context extracted);
-- ``report_outcome(success, reward)``: finish the episode, ``Q ← Q + α(R − Q)`` on what it
-  retrieved; a reward outside the config's reward range is refused with a message to the model.
+- ``report_outcome(success, reward, used)``: finish the episode, ``Q ← Q + α(R − Q)`` on what
+  it retrieved, or, given ``used`` ids, on the memories the agent used only; a reward outside
+  the config's reward range, or an id it was not shown, is refused with a message to the model.
 
 A toolkit holds the run's open episode, so use one toolkit per agent run (or conversation).
 
@@ -81,7 +82,8 @@ class MemoryToolkit:
                 return f"Memory search failed: {e}"
         if not result.hits:
             return "No relevant memories found."
-        return result.as_prompt()
+        ids = ", ".join(f"{n} = {h.memory.id}" for n, h in enumerate(result.hits, start=1))
+        return f"{result.as_prompt()}\n\nMemory ids (for report_outcome's used): {ids}"
 
     def save_note(self, content: str, tags: Sequence[str] | None = None) -> str:
         """Store a note; returns its id."""
@@ -91,12 +93,15 @@ class MemoryToolkit:
             return f"Could not save the note: {e}"
         return f"Saved note {note.id}."
 
-    def report_outcome(self, success: bool, reward: float | None = None) -> str:
+    def report_outcome(
+        self, success: bool, reward: float | None = None, used: Sequence[str] | None = None
+    ) -> str:
         """Finish the run's episode with ``reward`` (default: the config's success/failure).
 
         The model picks ``reward``: one outside the config's reward range (or not a number) is
         answered with an error message and credits nothing; the episode stays open, so the
-        model can report again with a valid reward.
+        model can report again with a valid reward. ``used`` names the memories the model
+        acted on: only those are credited (an id it was not shown is refused the same way).
         """
         cfg = self.memory.config
         try:
@@ -116,7 +121,11 @@ class MemoryToolkit:
             episode_id = self.episode_id
             try:
                 outcome = self.memory.finish_episode(
-                    self.namespace, episode_id, value, success=success
+                    self.namespace,
+                    episode_id,
+                    value,
+                    success=success,
+                    used=None if used is None else list(used),
                 )
             except GraphmemError as e:
                 return f"Could not record the outcome: {e}"
@@ -148,8 +157,10 @@ class MemoryToolkit:
             """
             return self.save_note(content, tags)
 
-        def report_outcome(success: bool, reward: float | None = None) -> str:
-            return self.report_outcome(success, reward)
+        def report_outcome(
+            success: bool, reward: float | None = None, used: list[str] | None = None
+        ) -> str:
+            return self.report_outcome(success, reward, used)
 
         cfg = self.memory.config
         report_outcome.__doc__ = f"""Report how the current task ended, so memory learns which
@@ -160,6 +171,8 @@ class MemoryToolkit:
                 reward: optional numeric reward from {cfg.reward_min:g} to {cfg.reward_max:g}
                     (default {cfg.success_reward:g} for success, {cfg.failure_reward:g} for
                     failure).
+                used: optional ids of the memories you actually used (search_memory lists
+                    them); only those are credited. Leave it out to credit all you were shown.
             """
         return [
             _tool(search_memory),

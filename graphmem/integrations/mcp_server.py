@@ -8,8 +8,8 @@ Five tools over one :class:`GraphMemory`:
 - ``save_note``: store a Zettelkasten note (keywords, tags and context extracted);
 - ``build_from_trajectory``: turn a finished task's steps into a procedure;
 - ``report_outcome``: finish an episode with a reward inside the configured reward range,
-  crediting what it retrieved; a repeat with the same reward replays the recorded outcome
-  (``replayed: true``) and credits nothing;
+  crediting what it retrieved, or, given ``used`` ids, only the hits the agent used; a repeat
+  with the same reward replays the recorded outcome (``replayed: true``) and credits nothing;
 - ``memory_history``: the versions, links and episodes that shaped a memory.
 
 The server is stateless between calls: an episode is named by the id ``search_memory`` returns.
@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field
 from graphmem.errors import GraphmemError
 from graphmem.integrations.langchain_tools import DEFAULT_KINDS
 from graphmem.memory import GraphMemory
-from graphmem.models import MemoryKind, Trajectory, check_namespace
+from graphmem.models import CreditPolicy, MemoryKind, Trajectory, check_namespace
 from graphmem.ops.history import summarize
 
 log = logging.getLogger(__name__)
@@ -97,6 +97,7 @@ class Outcome(BaseModel):
     episode_id: str
     reward: float
     success: bool | None
+    credit: str = Field(description="What was credited: every hit (offered) or those used.")
     replayed: bool = Field(description="True when the episode was finished already: no credit.")
     q_updates: dict[str, float] = Field(description="New q of each credited memory.")
 
@@ -237,18 +238,27 @@ class MemoryTools:
         reward: Annotated[float, Field(description="How the task went, in the reward range.")],
         namespace: Namespace = None,
         success: Annotated[bool | None, Field(description="Whether the task succeeded.")] = None,
+        used: Annotated[
+            list[str] | None,
+            Field(
+                description="The memory ids (from search_memory's hits) you actually used; "
+                "when given, only those are credited. Leave out to credit every hit."
+            ),
+        ] = None,
     ) -> Outcome:
-        """Finish an episode: Q ← Q + α(reward − Q) on exactly what it retrieved. Exactly once:
-        a repeat with the same reward replays the outcome, another reward is refused."""
+        """Finish an episode: Q ← Q + α(reward − Q) on what it retrieved, or, given ``used``,
+        on the hits you used only. Exactly once: a repeat with the same reward (and used ids)
+        replays the outcome; another reward is refused."""
         ns = self.namespace_of(namespace)
         with _as_tool_errors():
             value = self.memory.config.check_reward(reward)
-            outcome = self.memory.finish_episode(ns, episode_id, value, success=success)
+            outcome = self.memory.finish_episode(ns, episode_id, value, success=success, used=used)
         return Outcome(
             namespace=ns,
             episode_id=episode_id,
             reward=value,
             success=outcome.episode.success,
+            credit=str(outcome.episode.credit or CreditPolicy.OFFERED),
             replayed=outcome.replayed,
             q_updates=outcome.q,
         )
@@ -295,7 +305,8 @@ def build_server(
         "graphmem",
         instructions=(
             "Long-term memory that learns which memories help. Before a task, search_memory; "
-            "after it, report_outcome with the episode id and a reward. Save lasting facts "
+            "after it, report_outcome with the episode id, a reward and the ids of the hits "
+            "you used. Save lasting facts "
             f"with save_note and finished tasks with build_from_trajectory. Works in {where}."
         ),
         host=host,

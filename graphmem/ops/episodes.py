@@ -166,9 +166,16 @@ def get_open_episode(store: MemoryStore, namespace: str, episode_id: str) -> Epi
 def record_retrieval(
     store: MemoryStore, retrieval: RetrievalRecord, *, episode_id: str | None = None
 ) -> str:
-    """Write RETRIEVED edges for exactly ``retrieval.hits`` (and a new Episode unless given)."""
+    """Write RETRIEVED edges for ``retrieval.hits`` (and a new Episode unless given).
+
+    A memory the episode was offered before keeps the edge of that first offer (its rank and
+    scores, and any used mark): an episode records each memory it was handed once.
+    """
     nodes: list[AnyMemory] = []
-    if episode_id is None:
+    offered: set[str] = set()
+    if episode_id is not None:
+        offered = set(retrieved_ids(store, retrieval.namespace, episode_id))
+    else:
         episode = Episode(
             namespace=retrieval.namespace,
             task_text=retrieval.query,
@@ -194,8 +201,10 @@ def record_retrieval(
             },
         )
         for hit in retrieval.hits
+        if hit.memory.id not in offered
     ]
-    store.upsert(nodes, edges)
+    if nodes or edges:
+        store.upsert(nodes, edges)
     return episode_id
 
 
