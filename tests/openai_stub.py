@@ -83,7 +83,8 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
         return {"keywords": ["stubkey", *words[:3]]}
     if op == "distill_script":
         actions = list(dict.fromkeys(a.strip() for a in _ACTION.findall(user)))
-        return {"steps": [f"stub: {a}" for a in actions[:5]] or ["stub: act"], "notes": ""}
+        kept = list(dict.fromkeys(actions[:4] + actions[-1:]))  # the last one finished the task
+        return {"steps": [f"stub: {a}" for a in kept] or ["stub: act"], "notes": ""}
     if op == "reflect":
         actions = [a.strip() for a in _ACTION.findall(user)]
         return {
