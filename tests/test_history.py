@@ -94,7 +94,7 @@ def test_history_follows_evolution_to_the_new_version(
     plain.finish_episode(namespace, r.episode_id, 1.0)
     new = plain.add_note(namespace, "Brew green tea at 80 degrees, never boiling.", id="new")
     reply = {
-        "links": [{"id": old.id, "reason": "same advice", "strength": 0.9}],
+        "links": [{"id": old.id, "reason": "both brew green tea at 80 degrees", "strength": 0.9}],
         "updates": [{"id": old.id, "context": "How hot to brew green tea.", "tags": ["tea"]}],
     }
     llm = MemoryLLM(FakeListChatModel(responses=[json.dumps(reply)]), name="fake")
