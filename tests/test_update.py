@@ -3,6 +3,7 @@ obsolescence (demotion, supersession), on both stores, offline unless a fake mod
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -225,7 +226,10 @@ def test_model_reflection_gives_the_corrected_steps(store: MemoryStore, namespac
     assert failing is not None
     episode = failed_episode(plain, namespace, LAMP)
 
-    out = mem.update(namespace, FAILED_LAMP, strategy="adjustment", episode_id=episode)
+    # The model may correct with a step the attempt never took, about what it saw: the switch.
+    seen = copy.deepcopy(FAILED_LAMP)
+    seen["steps"][1]["observation"] = "You see a lamp on the desk and a switch by the door."
+    out = mem.update(namespace, seen, strategy="adjustment", episode_id=episode)
     assert llm.usage.calls == 1
     (tip,) = out.tips
     assert tip.text == reply["tip"] and tip.created_by == "fake-model"
@@ -233,6 +237,22 @@ def test_model_reflection_gives_the_corrected_steps(store: MemoryStore, namespac
     assert actions(mem, namespace, fix.procedure.id) == reply["corrected_steps"]
     assert fix.procedure.created_by == "fake-model" and fix.procedure.success
     assert "fake-model" in fix.change
+
+
+def test_model_correction_naming_nothing_seen_is_refused(
+    store: MemoryStore, namespace: str
+) -> None:
+    # The same reply for an attempt that never saw a switch: the switch is made up.
+    reply = {
+        "tip": "Find the switch before pressing the lamp.",
+        "polarity": "prefer",
+        "failed_step": 2,
+        "corrected_steps": ["go to study", "find switch", "flip switch"],
+    }
+    llm = MemoryLLM(FakeListChatModel(responses=[json.dumps(reply)]), name="fake-model")
+    mem = GraphMemory(store, embedder=HashingEmbedder(384), llm=llm)
+    out = mem.update(namespace, FAILED_LAMP, strategy="adjustment")
+    assert llm.usage.fallbacks == 1 and out.tips[0].created_by == "fallback"
 
 
 def test_reflection_respects_the_llm_call_budget(store: MemoryStore, namespace: str) -> None:

@@ -85,10 +85,17 @@ def script_check(task: str, actions: Sequence[str], success: bool) -> Callable[[
     return check
 
 
-def tip_check(actions: Sequence[str], task: str) -> Callable[[Reflection], None]:
-    """A tip that names a step or an object of the attempts; corrected steps grounded too."""
+def tip_check(
+    actions: Sequence[str], task: str, observations: Sequence[str] = ()
+) -> Callable[[Reflection], None]:
+    """A tip that names a step or an object of the attempts; corrected steps grounded too.
+
+    A corrected step may do what the attempt left undone, so it may name an object the attempts
+    only saw (an observation the prompt showed: "you see a switch") besides their actions and
+    the task; one naming nothing the model was shown is refused.
+    """
     known = _words(actions)
-    grounding = known | _words([task])
+    grounding = known | _words([task, *observations])
 
     def check(out: Reflection) -> None:
         markup(out.tip, "the tip")
@@ -99,7 +106,10 @@ def tip_check(actions: Sequence[str], task: str) -> Callable[[Reflection], None]
         for step in out.corrected_steps or []:
             markup(step, "corrected step")
             if not _grounded(step, grounding):
-                raise InvalidOutput(f"corrected step {step[:60]!r} is no action of the attempts")
+                raise InvalidOutput(
+                    f"corrected step {step[:60]!r} is no action of the attempts and names "
+                    "nothing they saw"
+                )
 
     return check
 

@@ -335,8 +335,8 @@ class MemoryLLM:
     ) -> Reflection:
         """A tip (and maybe corrected steps) from a failed attempt (Mem^p adjustment)."""
 
-        actions = [s.action for s in [*failed_steps, *(successful_steps or [])]]
-        grounded = checks.tip_check(actions, task)
+        shown = [*failed_steps, *(successful_steps or [])]
+        grounded = checks.tip_check([s.action for s in shown], task, [s.observation for s in shown])
 
         def step_exists(out: Reflection) -> None:
             if out.failed_step is not None and out.failed_step >= len(failed_steps):
