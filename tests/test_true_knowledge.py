@@ -263,6 +263,13 @@ def test_recalled_notes_are_credited_by_use(mem: GraphMemory) -> None:
     assert set(out["recalled"]) == {key.id, lamp.id}, "both were recalled"
     assert out["used"] == [key.id]
     credited = mem.store.edges(NS, out["episode_id"], kinds=[EdgeKind.RETRIEVED])
-    assert [e.dst for e in credited] == [key.id], "only the note acted on joins the Episode"
+    # Design §2.3: the Episode records every memory it was offered; only the one acted on is
+    # marked used and moved by the reward (q_after on its edge).
+    offered = {e.dst: e.props for e in credited}
+    assert set(offered) == {key.id, lamp.id}, "both offered notes are on the Episode"
+    assert offered[key.id].get("used") is True and "q_after" in offered[key.id]
+    assert not offered[lamp.id].get("used") and "q_after" not in offered[lamp.id]
+    episode = mem.get(NS, out["episode_id"])
+    assert getattr(episode, "credit", None) == "used"
     assert out["q_updates"] == {key.id: pytest.approx(0.55)}
     assert mem.get(NS, lamp.id).uses == 0 and mem.get(NS, lamp.id).q == pytest.approx(0.5)
