@@ -134,8 +134,13 @@ def loo_utility(probes: Sequence[dict[str, Any]]) -> dict[int, list[tuple[int, b
     return seen
 
 
-def choices(probes: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, list[bool]]:
-    """Outcome per probe under each way of choosing one candidate."""
+def choices(
+    probes: Sequence[dict[str, Any]],
+    library: Sequence[dict[str, Any]] | None = None,
+    seed: int = 0,
+) -> dict[str, list[bool]]:
+    """Outcome per probe under each way of choosing one candidate (with ``library``, also the
+    nearest experience whose own game was won: what is known when a memory is written)."""
     rng = random.Random(seed)
     seen = loo_utility(probes)
     out: dict[str, list[bool]] = defaultdict(list)
@@ -144,6 +149,9 @@ def choices(probes: Sequence[dict[str, Any]], seed: int = 0) -> dict[str, list[b
         out["none"].append(p["none"])
         out["similarity (top-1)"].append(cands[0]["success"])
         out["random candidate"].append(rng.choice(cands)["success"])
+        if library is not None:
+            won = [c for c in cands if library[c["memory"]]["success"]]
+            out["nearest won game"].append((won or cands)[0]["success"])
         out["best candidate (oracle)"].append(any(c["success"] for c in cands))
 
         def loo(c: dict[str, Any], p_i: int = p_i) -> tuple[float, float]:
@@ -194,11 +202,18 @@ def summarise(data: dict[str, Any], min_games: int) -> dict[str, Any]:
         by_family[p["family"]].append(p)
     rows = []
     for name, group in [("all", probes), *sorted(by_family.items())]:
-        picked = choices(group)
+        picked = choices(group, data["library"])
+        depth = min(len(p["candidates"]) for p in group)
+        by_rank = [
+            sum(p["candidates"][i]["success"] for p in group) / len(group) for i in range(depth)
+        ]
+        rest = [c["success"] for p in group for c in p["candidates"][5:]]
         rows.append(
             {
                 "games": name,
                 "n": len(group),
+                "by_rank": by_rank,
+                "by_rank_rest": sum(rest) / len(rest) if rest else float("nan"),
                 **{k: sum(v) / len(v) for k, v in picked.items()},
                 **reliability(group, min_games),
             }
@@ -212,6 +227,7 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "none",
         "similarity (top-1)",
         "random candidate",
+        "nearest won game",
         "leave-one-out utility (Q ceiling)",
         "best candidate (oracle)",
     ]
@@ -235,11 +251,28 @@ def markdown(data: dict[str, Any], command: str) -> str:
         "## Success by how one candidate is chosen",
         "",
         "The leave-one-out column is the most a per-memory utility could know: each candidate "
-        "is scored by its mean success over the *other* probe games it was recalled for.",
+        "is scored by its mean success over the *other* probe games it was recalled for. "
+        "*Nearest won game*: the most similar experience whose own game was won (what is "
+        "known when the memory is written).",
         "",
         markdown_table(
             ["games", "n", *ways],
             [[r["games"], r["n"], *(f"{100 * r[w]:.0f}%" for w in ways)] for r in rows],
+        ),
+        "",
+        "Success with the candidate at each similarity rank (within a family the ranking "
+        "says little about which memory helps):",
+        "",
+        markdown_table(
+            ["games", *(f"rank {i + 1}" for i in range(5)), "ranks 6–20"],
+            [
+                [
+                    r["games"],
+                    *(f"{100 * x:.0f}%" for x in r["by_rank"][:5]),
+                    f"{100 * r['by_rank_rest']:.0f}%",
+                ]
+                for r in rows
+            ],
         ),
         "",
         "## Is a memory's utility a property of the memory?",
