@@ -548,6 +548,13 @@ class TrajectoryStep(GraphmemModel):
     action: str
     observation: str = ""
 
+    @field_validator("action")
+    @classmethod
+    def _action(cls, v: str) -> str:
+        # Refused here, as the stored Step would refuse it, so build refuses before it embeds
+        # anything (embedding records the namespace's embedder: a refused call changes nothing).
+        return _check_text(v, "step action", required=True)
+
 
 class Trajectory(GraphmemModel):
     """An agent trajectory: the task, its steps, and how it ended."""
