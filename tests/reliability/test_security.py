@@ -270,7 +270,10 @@ def test_every_statement_sent_comes_from_the_cypher_module_or_the_schema_files()
 
 def _from_cypher_module(node: ast.AST) -> bool:
     """``cypher.CONSTANT`` or ``cypher.builder(...)``; a bare name that is a parameter (the
-    schema runner's statements, read from the packaged schema files) is accepted too."""
+    schema runner's statements, read from the packaged schema files) is accepted too; a
+    conditional ``cypher.A if c else cypher.B`` when both of its branches are."""
+    if isinstance(node, ast.IfExp):
+        return _from_cypher_module(node.body) and _from_cypher_module(node.orelse)
     if isinstance(node, ast.Call):
         node = node.func
     if isinstance(node, ast.Attribute):
