@@ -213,6 +213,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     rng = np.random.default_rng(args.seed + 1)
     queries = corpus.vectors(rng, args.queries)
+    probe = corpus.vectors(np.random.default_rng(0), 1)[0]
     namespaces = [corpus.namespace(r) for r in QUERIED if r < NAMESPACES]
 
     class Lookup:
@@ -220,7 +221,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         dimension = DIM
 
         def embed(self, texts: Sequence[str]) -> np.ndarray:
-            return np.stack([queries[int(t.partition(":")[2])] for t in texts])
+            # A text that is no "q:<row>" key is the store's embedder-identity probe: a fixed
+            # vector drawn once, so the record stays the same.
+            return np.stack(
+                [
+                    queries[int(row)] if row.isdigit() else probe
+                    for row in (t.partition(":")[2] for t in texts)
+                ]
+            )
 
     mem = GraphMemory(fresh, embedder=Lookup())
     cfg = RetrievalConfig(

@@ -7,6 +7,7 @@ import logging
 import random
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,7 +115,16 @@ class LookupEmbedder:
         self._data = data
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        return np.stack([self._data.lookup(t) for t in texts])
+        return np.stack([self._vector(t) for t in texts])
+
+    def _vector(self, text: str) -> np.ndarray:
+        kind, _, row = text.partition(":")
+        if kind in ("m", "q") and row.isdigit():
+            return self._data.lookup(text)
+        # Any other text (the store's embedder-identity probe): a fixed unit vector of its own.
+        rng = np.random.default_rng(zlib.crc32(text.encode("utf-8")))
+        v = rng.standard_normal(DIM).astype(np.float32)
+        return v / np.linalg.norm(v)
 
 
 # ---- systems --------------------------------------------------------------------------------
