@@ -86,6 +86,7 @@ class Condition:
     lam: float = 0.0
     graph: bool = True
     q_scale: Literal["pool", "reward"] = "pool"
+    q_prior: Literal["q0", "source", "pool", "source-pool"] = "q0"
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -126,6 +127,22 @@ CONDITIONS: dict[str, Condition] = {
             graph=False,
             q_scale="reward",
             advantage=True,
+        ),
+        Condition(
+            "two-phase-source",
+            "graphmem λ=0.5, a procedure's source game counts as its first use, graph off",
+            "graphmem",
+            0.5,
+            graph=False,
+            q_prior="source",
+        ),
+        Condition(
+            "two-phase-source-pool",
+            "graphmem λ=0.5, source game as first use, untried Q from the pool, graph off",
+            "graphmem",
+            0.5,
+            graph=False,
+            q_prior="source-pool",
         ),
     )
 }
@@ -289,6 +306,7 @@ class GraphmemMemory(NoMemory):
             lam=condition.lam,
             kinds=(MemoryKind.NOTE,),
             q_scale=condition.q_scale,
+            q_prior=condition.q_prior,
         )
         self.offered: dict[str, Any] = {}
         """This game's hits by memory id (what credit by use can credit)."""

@@ -59,6 +59,14 @@ class RetrievalConfig(GraphmemModel):
         "'reward' measures it from the neutral Q0 in half-widths of the success/failure "
         "rewards, so a Q that one or two uses moved a little counts a little.",
     )
+    q_prior: Literal["q0", "source", "pool", "source-pool"] = Field(
+        default="q0",
+        description="What phase B takes a memory's Q to be: 'q0' the stored Q (from the neutral "
+        "Q0); 'source' also counts a procedure's source episode (the reward of the trajectory "
+        "it was built from) as its first use, so a procedure from a won game starts above one "
+        "from a lost game; 'pool' moves the weight a Q still has on Q0 to the mean reward the "
+        "candidates' tried memories earned; 'source-pool' both.",
+    )
     policy: RetrievePolicy = RetrievePolicy.SIMILARITY
     epsilon: float = Field(
         default=0.0, ge=0.0, le=1.0, description="ε-greedy exploration (off by default)."

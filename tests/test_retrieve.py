@@ -17,7 +17,7 @@ from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import MEMP_RANDOM, RetrievalConfig, RetrievePolicy
 from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
 from graphmem.models import Edge, EdgeKind, Note, Procedure, Step, Tip, TipPolarity
-from graphmem.ops.retrieve import Retrieval, rank_candidates, retrieve, zscores
+from graphmem.ops.retrieve import QPrior, Retrieval, prior_q, rank_candidates, retrieve, zscores
 from graphmem.stores.base import MemoryStore
 
 DIM = 384
@@ -132,6 +132,70 @@ def test_utility_ranks_experience_not_notes_by_default() -> None:
     pool3 = [(a, 0.9), (b, 0.8), (low, 0.85)]
     mixed = rank_candidates(pool3, 0.9, 3, utility_kinds=("Procedure",))
     assert mixed[0].memory.id == b.id and mixed[-1].memory.id == a.id
+
+
+def test_source_prior_counts_the_game_a_procedure_came_from_as_its_first_use() -> None:
+    """q_prior='source': a procedure built from a won game starts above one from a lost game
+    (both untried, Q = Q0); the stored Q is reported unchanged."""
+    won = proc("x", "won", basis(1), reward=1.0, success=True)
+    lost = proc("x", "lost", basis(2), reward=0.0)
+    pool = [(lost, 0.9), (won, 0.8)]
+    plain = rank_candidates(pool, 0.5, 2)
+    assert [h.memory.task_text for h in plain] == ["lost", "won"]  # equal Q: sim decides
+    prior = QPrior(q0=0.5, alpha=0.1, source=True, pool=False)
+    seeded = rank_candidates(pool, 0.6, 2, q_prior=prior)
+    assert [h.memory.task_text for h in seeded] == ["won", "lost"]
+    assert [h.q for h in seeded] == [0.5, 0.5]
+    # A note has no source episode: it keeps its stored Q.
+    assert prior_q([0.5], [0], [None], prior) == [0.5]
+
+
+def test_pool_prior_ranks_an_untried_memory_like_the_tried_ones_beside_it() -> None:
+    """Rewards {0, 1}, Q0 = 0.5, α = 0.1. In a pool where memories mostly fail, one that won
+    1 of 3 uses has Q < Q0, so with the stored Q an untried memory outranks it; with
+    q_prior='pool' the untried one is valued at the pool's mean reward instead."""
+    alpha, q0 = 0.1, 0.5
+
+    def after(rewards: Sequence[float]) -> float:
+        q = q0
+        for r in rewards:
+            q += alpha * (r - q)
+        return q
+
+    some = proc("x", "some", basis(1), q=after([1, 0, 0]), uses=3)
+    never = proc("x", "never", basis(2), q=after([0, 0, 0]), uses=3)
+    untried = proc("x", "untried", basis(3))
+    pool = [(untried, 0.8), (some, 0.8), (never, 0.8)]
+    assert [h.memory.task_text for h in rank_candidates(pool, 0.5, 3)] == [
+        "untried",
+        "some",
+        "never",
+    ]
+    prior = QPrior(q0=q0, alpha=alpha, source=False, pool=True)
+    ranked = rank_candidates(pool, 0.5, 3, q_prior=prior)
+    assert [h.memory.task_text for h in ranked] == ["some", "untried", "never"]
+    valued = prior_q([untried.q, some.q, never.q], [0, 3, 3], [None] * 3, prior)
+    # "some" earned 1, 0, 0: as its Q weighs them (the oldest by α(1 − α)²), a mean of
+    # 0.081 / (1 − 0.9³); "never" earned 0. Weighted by uses, μ is half of that.
+    assert valued[0] == pytest.approx(0.5 * 0.081 / (1 - 0.9**3))
+    # A pool with no tried memory keeps the stored Q.
+    assert prior_q([0.5, 0.5], [0, 0], [None, None], prior) == [0.5, 0.5]
+
+
+def test_retrieve_applies_the_configured_q_prior(namespace: str, store: MemoryStore) -> None:
+    store.upsert(
+        [
+            proc(namespace, "lost", at_sim(0.9, 1), reward=0.0),
+            proc(namespace, "won", at_sim(0.8, 2), reward=1.0, success=True),
+        ]
+    )
+    mem = memory_with(store)
+    cfg = RetrievalConfig(k1=2, k2=1, lam=0.6)
+    assert [h.memory.task_text for h in mem.retrieve(namespace, QUERY, cfg).hits] == ["lost"]
+    seeded = cfg.model_copy(update={"q_prior": "source"})
+    assert [h.memory.task_text for h in mem.retrieve(namespace, QUERY, seeded).hits] == ["won"]
+    with pytest.raises(ValueError):
+        RetrievalConfig(q_prior="optimistic")  # type: ignore[arg-type]
 
 
 # ---- ranking invariants on a real store ----------------------------------------------------

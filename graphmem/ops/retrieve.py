@@ -32,7 +32,7 @@ import math
 import random
 import sys
 from collections.abc import Collection, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from weakref import WeakKeyDictionary
 
 import numpy as np
@@ -44,6 +44,7 @@ from graphmem.models import (
     MAX_TEXT_CHARS,
     AnyMemory,
     Hit,
+    Procedure,
     check_id,
     check_namespace,
     check_unicode,
@@ -160,6 +161,62 @@ def _q_scores(qs: Sequence[float], reward_scale: tuple[float, float] | None) -> 
     return [max(-1e6, min(1e6, (q - center) / half)) for q in qs]
 
 
+class QPrior(NamedTuple):
+    """What phase B takes a memory's Q to be, beyond the stored value (``RetrievalConfig.q_prior``).
+
+    ``source``: a procedure's source episode (the reward of the trajectory it was built from)
+    counts as its first use. ``pool``: the weight a Q still has on the neutral Q0 goes to the
+    mean reward the pool's tried memories earned instead."""
+
+    q0: float
+    alpha: float
+    source: bool
+    pool: bool
+
+
+def prior_q(
+    qs: Sequence[float],
+    uses: Sequence[int],
+    sources: Sequence[float | None],
+    prior: QPrior,
+) -> list[float]:
+    """Each Q as if its history began with its source outcome (``prior.source``), and with the
+    prior moved from Q0 to the pool's mean reward (``prior.pool``).
+
+    ``Q ← Q + α(R − Q)`` from Q0 leaves weight (1 − α)^n on Q0 after n credited uses. A source
+    outcome R₀ is one more use at the start: Q + (1 − α)^n·α·(R₀ − Q0). With ``pool``, the weight
+    still on Q0 goes to μ, the mean reward of the candidates with any use (each one's rewards
+    as its Q implies them, weighted by uses): an untried memory is expected to do as well as
+    the tried ones beside it, not as well as Q0 says.
+
+    >>> [round(q, 3) for q in prior_q([0.5, 0.5, 0.45], [0, 0, 1], [1.0, 0.0, None],
+    ...                                QPrior(0.5, 0.1, source=True, pool=False))]
+    [0.55, 0.45, 0.45]
+    """
+    eff: list[float] = []
+    keep: list[float] = []
+    count: list[int] = []
+    for q, n, r in zip(qs, uses, sources, strict=True):
+        k = (1.0 - prior.alpha) ** n
+        if prior.source and r is not None:
+            q, k, n = q + k * prior.alpha * (r - prior.q0), k * (1.0 - prior.alpha), n + 1
+        eff.append(q)
+        keep.append(k)
+        count.append(n)
+    tried = [i for i, n in enumerate(count) if n > 0 and keep[i] < 1.0]
+    if not prior.pool or not tried:
+        return eff
+    total = sum(count[i] for i in tried)
+    mu = math.fsum(count[i] * (eff[i] - keep[i] * prior.q0) / (1.0 - keep[i]) for i in tried)
+    mu /= total
+    return [q + k * (mu - prior.q0) for q, k in zip(eff, keep, strict=True)]
+
+
+def _source_reward(memory: AnyMemory) -> float | None:
+    """The reward of the episode a procedure was built from (None for other kinds)."""
+    return memory.reward if isinstance(memory, Procedure) else None
+
+
 def rank_candidates(
     candidates: Sequence[tuple[AnyMemory, float]],
     lam: float,
@@ -168,6 +225,7 @@ def rank_candidates(
     use_sim: bool = True,
     utility_kinds: Collection[str] | None = None,
     q_reward_scale: tuple[float, float] | None = None,
+    q_prior: QPrior | None = None,
 ) -> list[Hit]:
     """Phase B: score a candidate pool of (memory, sim), best first, keep ``k2``.
 
@@ -177,15 +235,24 @@ def rank_candidates(
     counts (z-scored among the candidates of those kinds); a memory of another kind gets
     ẑ(Q) = 0, so it ranks by similarity alone. None: every kind. ``q_reward_scale``
     (center, half-width): Q is measured as (Q − center) / half-width instead of z-scored over
-    the pool (the ``reward`` setting of ``RetrievalConfig.q_scale``).
+    the pool (the ``reward`` setting of ``RetrievalConfig.q_scale``). ``q_prior``: Q as
+    :func:`prior_q` values it (``RetrievalConfig.q_prior``); hits still report the stored Q.
     """
     sims = [_ordinal(sim) for _, sim in candidates]
     qs = [_ordinal(m.q) for m, _ in candidates]
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
     kinds = None if utility_kinds is None else {str(k) for k in utility_kinds}
     valued = [i for i, (m, _) in enumerate(candidates) if kinds is None or str(m.kind) in kinds]
+    valued_qs = [qs[i] for i in valued]
+    if q_prior is not None:
+        valued_qs = prior_q(
+            valued_qs,
+            [max(0, candidates[i][0].uses) for i in valued],
+            [_source_reward(candidates[i][0]) for i in valued],
+            q_prior,
+        )
     z_q = [0.0] * len(qs)
-    for i, z in zip(valued, _q_scores([qs[i] for i in valued], q_reward_scale), strict=True):
+    for i, z in zip(valued, _q_scores(valued_qs, q_reward_scale), strict=True):
         z_q[i] = z
     scored = []
     for i, ((memory, sim), s, q, zs, zq) in enumerate(
@@ -200,6 +267,14 @@ def rank_candidates(
         Hit(memory=memory, rank=rank, sim=sim, q=memory.q, z_sim=zs, z_q=zq, score=score)
         for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
     ]
+
+
+def _q_prior(mem: MemoryContext, cfg: RetrievalConfig) -> QPrior | None:
+    """The :class:`QPrior` of ``cfg.q_prior``; None for 'q0' (the stored Q as it is)."""
+    if cfg.q_prior == "q0":
+        return None
+    c = mem.config
+    return QPrior(c.q0, c.alpha, source="source" in cfg.q_prior, pool="pool" in cfg.q_prior)
 
 
 def _reward_scale(mem: MemoryContext, cfg: RetrievalConfig) -> tuple[float, float] | None:
@@ -241,7 +316,7 @@ def retrieve(
     else:
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
-    scale = _reward_scale(mem, cfg)
+    scale, prior = _reward_scale(mem, cfg), _q_prior(mem, cfg)
     hits = rank_candidates(
         candidates,
         cfg.lam,
@@ -249,10 +324,11 @@ def retrieve(
         use_sim=cfg.policy is not RetrievePolicy.RANDOM,
         utility_kinds=cfg.utility_kinds,
         q_reward_scale=scale,
+        q_prior=prior,
     )
     explored = False
     if cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
-        hits = _explore(candidates, cfg, rng, scale)
+        hits = _explore(candidates, cfg, rng, scale, prior)
         explored = True
     log.debug(
         "retrieve ns=%s query=%.60r: %d candidates, %d hits%s",
@@ -373,6 +449,7 @@ def _explore(
     cfg: RetrievalConfig,
     rng: random.Random,
     scale: tuple[float, float] | None = None,
+    prior: QPrior | None = None,
 ) -> list[Hit]:
     """ε-greedy: a random choice of k2 among the candidates, keeping their real score parts."""
     scored = {
@@ -384,10 +461,11 @@ def _explore(
             use_sim=cfg.policy is not RetrievePolicy.RANDOM,
             utility_kinds=cfg.utility_kinds,
             q_reward_scale=scale,
+            q_prior=prior,
         )
     }
     picks = rng.sample([m.id for m, _ in candidates], min(cfg.k2, len(candidates)))
     return [scored[mid].model_copy(update={"rank": rank}) for rank, mid in enumerate(picks)]
 
 
-__all__ = ["Retrieval", "rank_candidates", "retrieve", "zscores"]
+__all__ = ["QPrior", "Retrieval", "prior_q", "rank_candidates", "retrieve", "zscores"]
