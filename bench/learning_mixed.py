@@ -379,7 +379,7 @@ class GraphmemMemory(NoMemory):
 
 
 def _plan(item_id: str, key: str, steps: Sequence[tuple[str, str]], success: bool) -> Any:
-    from graphmem.examples.envs.procedures import Plan
+    from graphmem.agents import Plan
 
     return Plan(item_id, key, tuple(steps), success=success)
 
@@ -443,7 +443,7 @@ class GraphmemExperiences(GraphmemMemory):
         self.config = self.config.model_copy(update={"kinds": (MemoryKind.PROCEDURE,)})
 
     def start(self, task: str) -> list[Offer]:
-        from graphmem.examples.envs.procedures import plans_from_hits
+        from graphmem.agents import plans_from_hits
 
         self._open(task)
         plans = plans_from_hits(self.mem, self.namespace, self._hits(task))

@@ -83,7 +83,7 @@ def play(
 
 def census(args: argparse.Namespace, seeds: SeedRange) -> dict[str, Any]:
     from bench.learning import make_embedder
-    from graphmem.examples.envs.procedures import Plan
+    from graphmem.agents import Plan
 
     embedder = make_embedder(args.embedder)
     plan = mixed_plan(args.library + args.probes, start=seeds.start)

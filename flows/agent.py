@@ -10,18 +10,18 @@ no-memory baseline of the same agent). The environment, the policy and the memor
 run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"seed": n}`` in.
 
 Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
-questions (:class:`~graphmem.examples.envs.agents.RecallingPolicy`, e.g. "where does the gray coat
+questions (:class:`~graphmem.agents.RecallingPolicy`, e.g. "where does the gray coat
 belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
 and those memories join the task's Episode as well.
 
 Procedures can be acted on, not only read: with ``context.procedures`` set, a policy that
-follows procedures (:class:`~graphmem.examples.envs.procedures.ProcedurePolicy`) is handed the
+follows procedures (:class:`~graphmem.agents.ProcedurePolicy`) is handed the
 successful procedures two-phase retrieval finds for the task (best first); they join the
 Episode as offered, and the ones it took steps from are ``followed``.
 
 Credit by use (docs/design.md §2.3): the Episode records every memory the policy was offered
 (RETRIEVED). When the policy can say what it used (a
-:class:`~graphmem.examples.envs.agents.UsingPolicy` reports the hints it acted on; a procedure
+:class:`~graphmem.agents.UsingPolicy` reports the hints it acted on; a procedure
 follower the procedures it followed), ``finish`` puts those ids in ``used`` and the update flow
 finishes the Episode with them, so the reward credits exactly what was used; a recalled note
 nobody used keeps its Q. A policy that cannot say (an LLM) is credited for everything it was
@@ -45,9 +45,8 @@ from flows.evolve import build_evolve_graph
 from flows.retrieve import build_retrieve_graph
 from flows.state import AgentContext, AgentState, HitRecord, StepRecord, hit_record, resolve
 from flows.update import build_update_graph
+from graphmem.agents import ProcedurePolicy, RecallingPolicy, UsingPolicy, plans_from_hits
 from graphmem.errors import ConfigError, LLMError
-from graphmem.examples.envs.agents import RecallingPolicy, UsingPolicy
-from graphmem.examples.envs.procedures import ProcedurePolicy, plans_from_hits
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
 from graphmem.ops.build import procedure_chain

@@ -47,7 +47,8 @@ from flows.state import (
     UpdateState,
 )
 from flows.update import build_update_graph
-from graphmem.examples.envs.agents import Policy, make_explorer
+from graphmem.agents import Policy
+from graphmem.examples.envs.agents import make_explorer
 from graphmem.memory import GraphMemory
 
 _lock = threading.Lock()

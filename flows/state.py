@@ -29,8 +29,7 @@ from graphmem.memory import GraphMemory
 from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
 
 if TYPE_CHECKING:
-    from graphmem.examples.envs.agents import Policy
-    from graphmem.examples.envs.base import GameEnv
+    from graphmem.agents import GameEnv, Policy
 
 
 # ---- run context ---------------------------------------------------------------------------
@@ -61,18 +60,18 @@ LearnFn = Callable[[GraphMemory, str, "AgentState"], list[str]]
 class AgentContext(MemoryContext):
     """Context of the agent flow: the memory context plus an environment and a policy.
 
-    ``env`` follows :class:`graphmem.examples.envs.base.GameEnv` (reset / step / step_budget) and
-    ``policy`` follows :class:`graphmem.examples.envs.agents.Policy` (begin / act / feedback).
+    ``env`` follows :class:`graphmem.agents.GameEnv` (reset / step / step_budget) and
+    ``policy`` follows :class:`graphmem.agents.Policy` (begin / act / feedback).
     ``use_memory=False`` runs the same agent without retrieval or learning (the baseline).
     ``recall`` (a retrieval config) lets a policy that asks questions during the task
-    (:class:`graphmem.examples.envs.agents.RecallingPolicy`) get answers before each step; what it
+    (:class:`graphmem.agents.RecallingPolicy`) get answers before each step; what it
     recalls joins the task's Episode, so it is credited like the first retrieval. A policy
-    that reports which hints it acted on (:class:`graphmem.examples.envs.agents.UsingPolicy`, e.g.
+    that reports which hints it acted on (:class:`graphmem.agents.UsingPolicy`, e.g.
     the rule-based explorers) is credited by use instead: the Episode records every memory
     retrieved at the start and recalled during the task, and marks used only those whose hints
     it used, which alone the reward credits.
     ``procedures`` (a retrieval config) hands a policy that follows procedures
-    (:class:`graphmem.examples.envs.procedures.ProcedurePolicy`) the successful procedures two-phase
+    (:class:`graphmem.agents.ProcedurePolicy`) the successful procedures two-phase
     retrieval finds for the task; they are recorded as offered, and only those it took steps
     from are marked used, so the reward credits the procedures actually followed.
     """

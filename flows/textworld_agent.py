@@ -44,10 +44,11 @@ from langchain_core.language_models import BaseChatModel
 
 from flows.agent import build_agent_graph, default_hints, run_task
 from flows.state import AgentContext, AgentState, LearnFn
+from graphmem.agents import Policy
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.examples.envs.agents import ChatPolicy as ChatPolicy
-from graphmem.examples.envs.agents import Policy, make_explorer
 from graphmem.examples.envs.agents import choose_action as choose_action
+from graphmem.examples.envs.agents import make_explorer
 from graphmem.examples.envs.hints import extract_facts, fact_subject, scope_tag
 from graphmem.examples.envs.textworld import TextWorldEnv
 from graphmem.llm import MemoryLLM

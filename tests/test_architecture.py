@@ -35,7 +35,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("facade", ("graphmem.memory",)),
     (
         "surfaces",
-        ("graphmem.settings", "graphmem.integrations", "graphmem.viz", "graphmem.testing"),
+        (
+            "graphmem.settings",
+            "graphmem.agents",
+            "graphmem.integrations",
+            "graphmem.viz",
+            "graphmem.testing",
+        ),
     ),
     ("examples", ("graphmem.examples",)),
     ("command line", ("graphmem.cli", "graphmem.__main__")),

@@ -26,11 +26,10 @@ from flows import (
     run_task,
 )
 from flows.state import HitRecord
+from graphmem.agents import Decision, Observation, StepResult
 from graphmem.config import RetrievalConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import ConfigError
-from graphmem.examples.envs.agents import Decision
-from graphmem.examples.envs.base import Observation, StepResult
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
 from graphmem.stores.base import MemoryStore

@@ -17,8 +17,8 @@ from openai_stub import OpenAIStub
 
 from flows.textworld_agent import run_stream
 from graphmem import GraphMemory, HashingEmbedder
+from graphmem.agents import Observation, StepResult
 from graphmem.examples.envs.agents import ChatPolicy, Explorer
-from graphmem.examples.envs.base import Observation, StepResult
 from graphmem.llm import MemoryLLM
 from graphmem.stores.embedded import EmbeddedStore
 

@@ -11,9 +11,9 @@ from flows.agent import build_agent_graph, run_task
 from flows.state import AgentContext, AgentState
 from flows.textworld_agent import learn_facts_by_subject
 from graphmem import GraphMemory, HashingEmbedder
+from graphmem.agents import Decision, Observation, StepResult, UsingPolicy
 from graphmem.config import ObsolescenceConfig, RetrievalConfig
-from graphmem.examples.envs.agents import CookingExplorer, Decision, UsingPolicy
-from graphmem.examples.envs.base import Observation, StepResult
+from graphmem.examples.envs.agents import CookingExplorer
 from graphmem.examples.envs.hints import fact_scope, note_scope, scope_tag
 from graphmem.models import EdgeKind, MemoryKind, Note
 from graphmem.ops.obsolescence import demote, note_subject

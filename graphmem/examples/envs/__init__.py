@@ -1,18 +1,13 @@
 """Offline text-game environments (TextWorldExpress, ScienceWorld) and rule-based agents.
 
+They implement the protocols of :mod:`graphmem.agents` (``GameEnv``, ``Policy`` and its
+capabilities).
+
 Needs the ``envs`` extra (textworld-express, scienceworld) and a Java 17 runtime. Submodules
 import the game packages lazily, so importing :mod:`graphmem.examples.envs` is cheap.
 """
 
-from graphmem.examples.envs.agents import (
-    CookingExplorer,
-    Decision,
-    Explorer,
-    Policy,
-    TwcExplorer,
-    make_explorer,
-)
-from graphmem.examples.envs.base import GameEnv, Observation, StepResult
+from graphmem.examples.envs.agents import CookingExplorer, Explorer, TwcExplorer, make_explorer
 from graphmem.examples.envs.hints import (
     Knowledge,
     distill_actions,
@@ -32,18 +27,13 @@ from graphmem.examples.envs.textworld import TextWorldEnv
 
 __all__ = [
     "CookingExplorer",
-    "Decision",
     "EnvError",
     "EpisodeResult",
     "Explorer",
-    "GameEnv",
     "InvalidEnvInput",
     "JavaNotFound",
     "Knowledge",
-    "Observation",
-    "Policy",
     "StepRecord",
-    "StepResult",
     "TextWorldEnv",
     "TwcExplorer",
     "distill_actions",

@@ -21,17 +21,11 @@ import random
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal
 
+from graphmem.agents import Decision, Plan, Policy, ProcedurePolicy
 from graphmem.examples.envs.hints import Knowledge, fact_scope, parse_hints
-from graphmem.examples.envs.procedures import (
-    MAX_PLANS,
-    Plan,
-    ProcedureFollower,
-    ProcedurePolicy,
-    plan_facts,
-)
+from graphmem.examples.envs.procedures import MAX_PLANS, ProcedureFollower, plan_facts
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -45,50 +39,6 @@ _LOW_VALUE = ("look around", "inventory", "examine ", "close ", "read ", "eat ",
 _REPLAY_LOOKAHEAD = 3
 PLAN_STEPS = 25
 """Steps of each offered procedure a chat model is shown."""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """An action and why it was chosen (stored as the trajectory step's thought)."""
-
-    action: str
-    thought: str
-
-
-class Policy(Protocol):
-    """An agent for one episode at a time: ``begin`` it, then ``act`` / ``feedback`` per step."""
-
-    def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None: ...
-
-    def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision: ...
-
-    def feedback(self, action: str, observation: str, reward: float) -> None: ...
-
-
-@runtime_checkable
-class RecallingPolicy(Policy, Protocol):
-    """A policy that asks memory questions during the episode, not only at its start.
-
-    Before each step the agent flow calls ``recall_queries``; it retrieves for each query and
-    hands what it found to ``add_hints``. A question is asked once per episode.
-    """
-
-    def recall_queries(
-        self, observation: str, valid_actions: Sequence[str], inventory: str
-    ) -> list[str]: ...
-
-    def add_hints(self, hints: Sequence[str]) -> None: ...
-
-
-@runtime_checkable
-class UsingPolicy(Policy, Protocol):
-    """A policy that reports which of its hints it acted on (credit by use).
-
-    The agent flow then credits only the memories whose hints were used: a recalled note the
-    policy never acted on neither earns nor loses utility from the episode's reward.
-    """
-
-    def used_hints(self) -> list[str]: ...
 
 
 FactKey = tuple[str, ...]

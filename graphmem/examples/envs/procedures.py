@@ -42,13 +42,13 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING
 
+from graphmem.agents import Plan
 from graphmem.examples.envs.hints import extract_facts, fact_scope
 
 if TYPE_CHECKING:
-    from graphmem.memory import GraphMemory
-    from graphmem.models import Hit
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -66,33 +66,12 @@ MAX_PLANS = 3
 
 
 @dataclass(frozen=True)
-class Plan:
-    """A retrieved procedure for the policy: its memory id, task and (action, observation)s."""
-
-    procedure_id: str
-    task: str
-    steps: tuple[tuple[str, str], ...]
-    success: bool = True
-    """A failed attempt's steps are never followed (its moves may be what failed it); only its
-    facts that hold always are offered (:func:`plan_facts`)."""
-
-
-@dataclass(frozen=True)
 class PlanStep:
     """A step the follower proposes, and the plan it comes from."""
 
     action: str
     thought: str
     procedure_id: str
-
-
-@runtime_checkable
-class ProcedurePolicy(Protocol):
-    """A policy that can be handed retrieved procedures and says which ones it followed."""
-
-    def offer_procedures(self, plans: Sequence[Plan]) -> None: ...
-
-    def followed_procedures(self) -> list[str]: ...
 
 
 def _norm(text: str) -> str:
@@ -411,28 +390,3 @@ def _taken_back(steps: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
             if any(a == retake or a.startswith(retake + " from") for a in actions[i + 1 :]):
                 out.append((m.group(2), m.group(4)))
     return out
-
-
-def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) -> list[Plan]:
-    """The procedures among ``hits`` as plans, in retrieval order; one per action sequence (a
-    distilled script and the trajectory it came from share their steps). A failed procedure
-    (stored where the update strategy keeps failures) is offered as ``success=False``: its
-    steps are not followed, its moves may be what failed the game, but what its steps showed
-    always holds (where an item went and stayed) can be acted on."""
-    from graphmem.models import Procedure
-    from graphmem.ops.build import procedure_chain
-
-    plans: list[Plan] = []
-    seen: set[tuple[str, ...]] = set()
-    for hit in hits:
-        proc = hit.memory
-        if not isinstance(proc, Procedure):
-            continue
-        chain, _ = procedure_chain(memory.store, namespace, proc.id)
-        steps = tuple((s.action, s.observation) for s in chain if s.action.strip())
-        key = tuple(a for a, _ in steps)
-        if not steps or key in seen:
-            continue
-        seen.add(key)
-        plans.append(Plan(proc.id, proc.task_text, steps, success=proc.success))
-    return plans

@@ -12,8 +12,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from graphmem.examples.envs.agents import Policy
-from graphmem.examples.envs.base import GameEnv
+from graphmem.agents import GameEnv, Policy
 from graphmem.examples.envs.hints import distill_actions, extract_facts
 from graphmem.models import Trajectory, TrajectoryStep
 

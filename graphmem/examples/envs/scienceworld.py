@@ -22,8 +22,7 @@ from itertools import pairwise
 from types import TracebackType
 from typing import Any
 
-from graphmem.examples.envs.agents import Decision
-from graphmem.examples.envs.base import Observation, StepResult
+from graphmem.agents import Decision, Observation, StepResult
 from graphmem.examples.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
 from graphmem.models import Trajectory, TrajectoryStep
 

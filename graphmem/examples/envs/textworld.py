@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
-from graphmem.examples.envs.base import Observation, StepResult
+from graphmem.agents import Observation, StepResult
 from graphmem.examples.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
 
 log = logging.getLogger(__name__)
