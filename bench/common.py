@@ -351,3 +351,15 @@ def matplotlib_figure(path: Path, *, width: float = 10.0, height: float = 4.5) -
         fig.savefig(path, dpi=110)
     finally:
         plt.close(fig)
+
+
+def make_embedder(name: str) -> Any:
+    if name == "hashing":
+        from graphmem.embedding import HashingEmbedder
+
+        return HashingEmbedder()
+    return minilm()
+
+
+def embedder_label(name: str) -> str:
+    return "HashingEmbedder (384-d)" if name == "hashing" else "all-MiniLM-L6-v2 (384-d)"

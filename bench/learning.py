@@ -19,14 +19,15 @@ condition plays the same stream with a fresh memory:
   any game where their objects are here, and only the procedures a step was taken from are
   credited; ``both``: the two (adjustment update, as ``notes``).
 
-The agent is the LangGraph agent flow (:mod:`flows.agent`): retrieve (two-phase, an Episode
+The agent is the LangGraph agent flow (:mod:`graphmem.flows.agent`): retrieve (two-phase, an Episode
 records what was handed over) → the rule-based explorer of :mod:`graphmem.examples.envs.agents`
 plays with the hints, asking memory about every item or cooking verb it meets without knowing it
 (in-task recall, two-phase with the condition's λ, k1=10, k2=3; the hits join the Episode) →
 ``finish_episode`` (Q ← Q + α(R − Q)) → ``GraphMemory.update`` with the strategy (procedures
 built at the granularity, tips and corrections on failure) → the facts the game taught, one
-consolidated note per subject (:func:`flows.textworld_agent.learn_facts_by_subject`) → A-MEM
-evolution. The first retrieval recalls fact notes and procedures together; a procedure is
+consolidated note per subject
+(:func:`graphmem.examples.textworld_agent.learn_facts_by_subject`) → A-MEM evolution. The first
+retrieval recalls fact notes and procedures together; a procedure is
 replayed only when its task text is the current task's (the game's start), so look-alike
 starts of different seeds can mislead it.
 
@@ -63,8 +64,10 @@ from typing import Any
 
 from bench.common import (
     RESULTS_DIR,
+    embedder_label,
     machine_info,
     machine_markdown,
+    make_embedder,
     markdown_table,
     matplotlib_figure,
     write_results,
@@ -197,7 +200,7 @@ def bench_hints(memory: Any, namespace: str, task: str, hits: Sequence[Hit]) -> 
     """Hints from retrieved hits: each fact of a fact note; successful procedures of this very
     task text (another start's moves would mislead the explorer). Tips are free text the
     rule-based explorer cannot act on; an LLM policy would read them through the prompt."""
-    from flows.textworld_agent import fact_lines
+    from graphmem.examples.textworld_agent import fact_lines
 
     hints: list[str] = []
     for hit in hits:
@@ -259,7 +262,7 @@ class CountingPolicy:
         self.inner = inner
         self.calls = 0
         if by_use and hasattr(inner, "used_hints"):
-            # Credit by use (flows.agent): only the memories whose hints were acted on.
+            # Credit by use (graphmem.flows.agent): only the memories whose hints were acted on.
             self.used_hints = inner.used_hints
 
     def begin(self, task: str, hints: Sequence[str] = (), seed: int = 0) -> None:
@@ -333,14 +336,14 @@ def run_condition(
     credit: str = "used",
 ) -> StreamRun:
     """Play ``seeds`` then ``repeat`` under ``condition`` through the agent flow."""
-    from flows.agent import build_agent_graph, run_task
-    from flows.state import AgentContext
-    from flows.textworld_agent import (
+    from graphmem.examples.envs.agents import make_explorer
+    from graphmem.examples.textworld_agent import (
         PROCEDURE_RETRIEVAL,
         RECALL_RETRIEVAL,
         learn_facts_by_subject,
     )
-    from graphmem.examples.envs.agents import make_explorer
+    from graphmem.flows.agent import build_agent_graph, run_task
+    from graphmem.flows.state import AgentContext
 
     memory = open_memory(store_dir, embedder, condition, llm=llm)
     policy = CountingPolicy(
@@ -588,20 +591,6 @@ def parse_params(text: str) -> tuple[bool, dict[str, int]]:
     return twx, params
 
 
-def make_embedder(name: str) -> Any:
-    if name == "hashing":
-        from graphmem.embedding import HashingEmbedder
-
-        return HashingEmbedder()
-    from bench.common import minilm
-
-    return minilm()
-
-
-def embedder_label(name: str) -> str:
-    return "HashingEmbedder (384-d)" if name == "hashing" else "all-MiniLM-L6-v2 (384-d)"
-
-
 def run_game(
     game: str,
     budget: int,
@@ -613,9 +602,9 @@ def run_game(
     """All ``conditions`` on one (game, budget); writes learning_<game>_b<budget>.{json,md,png}."""
     from tqdm import tqdm
 
-    from flows.textworld_agent import PROCEDURE_RETRIEVAL
     from graphmem.examples.envs.procedures import MAX_PLANS
     from graphmem.examples.envs.textworld import TextWorldEnv
+    from graphmem.examples.textworld_agent import PROCEDURE_RETRIEVAL
 
     offset = getattr(args, "seed_offset", 0)
     fold = getattr(args, "fold", "test")
@@ -703,7 +692,7 @@ def run_game(
 def _llm_parts(args: argparse.Namespace) -> tuple[Callable[[], Any] | None, Any]:
     if not args.llm:
         return None, None
-    from flows.textworld_agent import ChatPolicy, llm_from_settings
+    from graphmem.examples.textworld_agent import ChatPolicy, llm_from_settings
 
     llm = llm_from_settings()  # one client for the policy and the memory: one usage count
     return (lambda: ChatPolicy(llm)), llm
@@ -752,7 +741,7 @@ DESIGN_NOTES = """## How the grid is built
   in blocks of 50, then a repeat pass over seeds 0–49. A one-pass stream of distinct seeds has
   no repeated task, so forgetting (solved in the first pass, failed on the repeat) is measured on
   those 50; the repeat pass is also where same-task procedures are replayed.
-- Agent: the LangGraph agent flow (`flows.agent`) with the rule-based explorer; memory goes
+- Agent: the LangGraph agent flow (`graphmem.flows.agent`) with the rule-based explorer; memory goes
   through graphmem for real: two-phase retrieval over fact notes and procedures when a game
   starts (k1=50, k2=25, an Episode per game), in-task recall whenever the explorer meets an
   item or cooking verb it knows nothing about ("where does the gray coat belong?", k1=10,

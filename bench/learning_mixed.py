@@ -204,7 +204,7 @@ class Memory(Protocol):
 
 def game_note(task: str, facts: Sequence[str]) -> str:
     """One game's facts as a note's text (the header ties it to the task it helps)."""
-    from flows.textworld_agent import FACTS_HEADER
+    from graphmem.examples.textworld_agent import FACTS_HEADER
 
     return "\n".join([f"{FACTS_HEADER} {task}", *facts])
 
@@ -328,7 +328,7 @@ class GraphmemMemory(NoMemory):
         self.open_id = self.mem.start_episode(self.namespace, task).id
 
     def _retrieve(self, query: str) -> list[Offer]:
-        from flows.textworld_agent import fact_lines
+        from graphmem.examples.textworld_agent import fact_lines
 
         return [Offer(h.memory.id, tuple(fact_lines(h.memory) or [])) for h in self._hits(query)]
 
@@ -355,8 +355,8 @@ class GraphmemMemory(NoMemory):
         self.episode_id, self.open_id = self.open_id, None
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
-        from flows.textworld_agent import FACTS_TAG, learn_subject_facts
         from graphmem.examples.envs.hints import scope_tag
+        from graphmem.examples.textworld_agent import FACTS_TAG, learn_subject_facts
 
         if not facts:
             return
@@ -636,7 +636,7 @@ def _play_one(
     """One condition in a worker process (its own JVMs and embedder)."""
     import logging
 
-    from bench.learning import make_embedder
+    from bench.common import make_embedder
 
     logging.getLogger("graphmem").setLevel(logging.ERROR)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
@@ -932,7 +932,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
                     bar.update(1)
     finally:
         bar.close()
-    from bench.learning import embedder_label
+    from bench.common import embedder_label
 
     rows = [summary_row(runs[n], FAMILIES, block) for n in names]
     data = {

@@ -2,9 +2,11 @@
 
 Every module of ``graphmem`` belongs to one layer; a module may import its own layer and those
 below, never one above — type-only and function-local imports count too, since a name used only
-in an annotation is still a dependency. And no two modules import each other, directly or round
-a circle. A new module must be given a layer here, which is the point: where it sits is decided,
-not drifted into.
+in an annotation is still a dependency. ``graphmem`` imports none of the checkout's top-level
+folders (``flows``, ``bench``, ``tests``: the installed wheel has only ``graphmem``). And no two
+modules of ``graphmem/``, ``flows/`` and ``bench/`` import each other, directly or round a circle.
+A new module must be given a layer here, which is the point: where it sits is decided, not
+drifted into.
 """
 
 from __future__ import annotations
@@ -15,7 +17,15 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "graphmem"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "graphmem"
+CHECKED = ("graphmem", "flows", "bench")
+"""The folders whose modules the import checks read."""
+
+TOP_LEVEL = frozenset(
+    p.name for p in ROOT.iterdir() if p.is_dir() and p.name != "graphmem"
+) | frozenset(p.stem for p in ROOT.glob("*.py"))
+"""What ``graphmem`` must never import: any folder or module at the checkout's top level."""
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
@@ -27,6 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "graphmem.keywords",
             "graphmem.embedding",
             "graphmem.jsonschemas",
+            "graphmem.commandline",
         ),
     ),
     ("Neo4j launcher", ("graphmem.launcher",)),
@@ -43,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "graphmem.testing",
         ),
     ),
+    ("flows", ("graphmem.flows",)),
     ("examples", ("graphmem.examples",)),
     ("command line", ("graphmem.cli", "graphmem.__main__")),
     ("public API", ("graphmem",)),
@@ -51,11 +63,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-MODULES: dict[str, Path] = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+MODULES: dict[str, Path] = {
+    module_name(p): p for folder in CHECKED for p in sorted((ROOT / folder).rglob("*.py"))
+}
+"""Every module of graphmem/, flows/ and bench/."""
+
+PACKAGE_MODULES = sorted(m for m in MODULES if m == "graphmem" or m.startswith("graphmem."))
 
 
 def layer_of(module: str) -> int:
@@ -71,20 +88,30 @@ def layer_of(module: str) -> int:
     return best[1]
 
 
-def imports_of(module: str) -> Iterator[tuple[str, int]]:
-    """The graphmem modules ``module`` imports, anywhere in its file, with line numbers."""
-    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+def imported_names(source: str, module: str) -> Iterator[tuple[str, int]]:
+    """Every module name ``source`` (the text of ``module``) imports, anywhere in it, with line
+    numbers; relative imports are resolved, ``from a import b`` gives ``a.b``."""
+    is_package = MODULES.get(module, Path()).name == "__init__.py"
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name == "graphmem" or alias.name.startswith("graphmem."):
-                    yield _existing(alias.name), node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module != "graphmem" and not node.module.startswith("graphmem."):
-                continue
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")
+                keep = len(parts) - node.level + (1 if is_package else 0)
+                base = ".".join(parts[:keep] + ([base] if base else []))
             for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                yield (sub if sub in MODULES else _existing(node.module)), node.lineno
+                yield f"{base}.{alias.name}" if base else alias.name, node.lineno
+
+
+def imports_of(module: str) -> Iterator[tuple[str, int]]:
+    """The checked modules (and top-level folders) ``module`` imports, with line numbers."""
+    roots = {*CHECKED, *TOP_LEVEL}
+    for name, line in imported_names(MODULES[module].read_text(encoding="utf-8"), module):
+        if name.split(".")[0] in roots:
+            yield _existing(name), line
 
 
 def _existing(name: str) -> str:
@@ -95,7 +122,7 @@ def _existing(name: str) -> str:
 
 def test_every_module_has_a_layer() -> None:
     unplaced = []
-    for module in MODULES:
+    for module in PACKAGE_MODULES:
         try:
             layer_of(module)
         except KeyError:
@@ -107,11 +134,23 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     upward = [
         f"{module}:{line} imports {target} "
         f"({LAYERS[layer_of(module)][0]} → {LAYERS[layer_of(target)][0]})"
-        for module in MODULES
+        for module in PACKAGE_MODULES
         for target, line in imports_of(module)
-        if layer_of(target) > layer_of(module)
+        if target.split(".")[0] == "graphmem" and layer_of(target) > layer_of(module)
     ]
     assert not upward, "\n".join(upward)
+
+
+def test_the_package_imports_no_top_level_folder() -> None:
+    """The wheel ships ``graphmem`` only: an import of ``flows``, ``bench`` or ``tests`` from it
+    works in the checkout and fails once installed."""
+    outside = [
+        f"{module}:{line} imports {target}"
+        for module in PACKAGE_MODULES
+        for target, line in imports_of(module)
+        if target.split(".")[0] != "graphmem"
+    ]
+    assert not outside, "\n".join(outside)
 
 
 def test_no_import_circles() -> None:
@@ -172,7 +211,14 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_checks_catch_what_they_claim() -> None:
-    """The detectors themselves: an upward edge and a circle are reported."""
+    """The detectors themselves: an upward edge, a top-level import and a circle are reported."""
+    assert {"flows", "bench", "tests"} <= TOP_LEVEL
+    assert {"graphmem.flows.server", "bench.learning", "flows.server"} <= set(MODULES)
+    source = "def f():\n    from flows.server import agent\n    from . import state\n"
+    assert list(imported_names(source, "graphmem.flows.agent")) == [
+        ("flows.server.agent", 2),
+        ("graphmem.flows.state", 3),
+    ]
     assert layer_of("graphmem.ops.build") > layer_of("graphmem.stores.base")
     assert layer_of("graphmem.memory") > layer_of("graphmem.ops.retrieve")
     assert layer_of("graphmem") == len(LAYERS) - 1

@@ -152,9 +152,9 @@ def test_textworld_llm_policy_calls_are_counted(tmp_path: Path) -> None:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage
 
-    from flows.textworld_agent import ChatPolicy
     from graphmem.embedding import HashingEmbedder
     from graphmem.examples.envs.textworld import TextWorldEnv
+    from graphmem.examples.textworld_agent import ChatPolicy
 
     def policy() -> ChatPolicy:
         replies = iter([AIMessage("look around")] * 100)

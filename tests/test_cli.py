@@ -206,7 +206,7 @@ def test_export_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
 def test_textworld_agent_refuses_bad_arguments_in_one_line_without_starting_java(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.textworld_agent import main
+    from graphmem.examples.textworld_agent import main
 
     for name in [k for k in os.environ if k.startswith(("GRAPHMEM_", "OPENAI_"))]:
         monkeypatch.delenv(name)
@@ -229,7 +229,7 @@ def test_textworld_agent_refuses_bad_arguments_in_one_line_without_starting_java
     assert err.count("\n") == 1
     # The real command line, end to end.
     result = subprocess.run(
-        [sys.executable, "-m", "flows.textworld_agent", "--seeds", "abc"],
+        [sys.executable, "-m", "graphmem.examples.textworld_agent", "--seeds", "abc"],
         env=dict(os.environ),
         capture_output=True,
         text=True,

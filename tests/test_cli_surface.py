@@ -97,8 +97,8 @@ def test_neo4j_status_reports_the_instances_own_ports(tmp_path: Path, fake_insta
 
 
 def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
-    from flows.textworld_agent import DEFAULT_BUDGET
     from graphmem.examples.demo import GAME_BUDGETS
+    from graphmem.examples.textworld_agent import DEFAULT_BUDGET
 
     assert {g: DEFAULT_BUDGET[g] for g in GAME_BUDGETS} == GAME_BUDGETS
     demo = " ".join(run(tmp_path, "demo", "--help").stdout.split())
@@ -116,11 +116,12 @@ def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
     for option in ("--sizes", "--warmup", "--k1", "--k2", "--no-langgraph", "--seed", "--out"):
         line = next(x for x in speed.stdout.splitlines() if x.strip().startswith(option + " "))
         assert len(line.split()) > 2, f"{option} has no help: {line!r}"
-    agent = run(tmp_path, "--help", module="flows.textworld_agent")
+    agent = run(tmp_path, "--help", module="graphmem.examples.textworld_agent")
     assert agent.returncode == 0, agent.stderr
     # The docstring keeps its layout: each example command on its own line.
     assert (
-        "\n    python -m flows.textworld_agent --game cookingworld --seeds 0-29\n" in agent.stdout
+        "\n    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29\n"
+        in agent.stdout
     )
     assert "--in-memory" in agent.stdout and "(default cookingworld)" in agent.stdout
 
@@ -130,11 +131,12 @@ def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
 
 def test_a_zero_budget_is_an_error_everywhere(tmp_path: Path) -> None:
     assert "--budget" in one_error_line(run(tmp_path, "demo", "--budget", "0"))
-    line = one_error_line(run(tmp_path, "--budget", "0", module="flows.textworld_agent"))
+    agent_module = "graphmem.examples.textworld_agent"
+    line = one_error_line(run(tmp_path, "--budget", "0", module=agent_module))
     assert "must be at least 1" in line
-    from flows.textworld_agent import run_stream
     from graphmem.embedding import HashingEmbedder
     from graphmem.examples.envs.textworld import InvalidEnvInput
+    from graphmem.examples.textworld_agent import run_stream
     from graphmem.memory import GraphMemory
 
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
@@ -187,7 +189,7 @@ def test_demo_closing_hint_follows_out(tmp_path: Path) -> None:
 def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Path) -> None:
     kept = run(
         tmp_path, "--game", "twc", "--seeds", "0-1", "--budget", "8",
-        module="flows.textworld_agent", timeout=300,
+        module="graphmem.examples.textworld_agent", timeout=300,
     )  # fmt: skip
     assert kept.returncode == 0, kept.stderr
     assert "twc: solved" in kept.stdout
@@ -202,7 +204,7 @@ def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Pa
     ram.mkdir()
     quiet = run(
         ram, "--game", "twc", "--seeds", "0", "--budget", "5", "--in-memory", "--no-progress",
-        module="flows.textworld_agent", timeout=300,
+        module="graphmem.examples.textworld_agent", timeout=300,
     )  # fmt: skip
     assert quiet.returncode == 0, quiet.stderr
     assert not (ram / "store").exists() and "1/1" not in quiet.stderr
@@ -211,8 +213,8 @@ def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Pa
 @pytest.mark.java
 @needs_java
 def test_run_stream_reports_progress_after_each_game() -> None:
-    from flows.textworld_agent import StreamResult, run_stream
     from graphmem.embedding import HashingEmbedder
+    from graphmem.examples.textworld_agent import StreamResult, run_stream
     from graphmem.memory import GraphMemory
 
     seen: list[tuple[int, int | None, int]] = []

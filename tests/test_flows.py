@@ -15,7 +15,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from trajectories import TEA_TRAJECTORY as TRAJECTORY
 
-from flows import (
+from graphmem.agents import Decision, Observation, StepResult
+from graphmem.config import RetrievalConfig
+from graphmem.embedding import HashingEmbedder
+from graphmem.errors import ConfigError
+from graphmem.flows import (
     AgentContext,
     MemoryContext,
     build_agent_graph,
@@ -25,11 +29,7 @@ from flows import (
     build_update_graph,
     run_task,
 )
-from flows.state import HitRecord
-from graphmem.agents import Decision, Observation, StepResult
-from graphmem.config import RetrievalConfig
-from graphmem.embedding import HashingEmbedder
-from graphmem.errors import ConfigError
+from graphmem.flows.state import HitRecord
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
 from graphmem.stores.base import MemoryStore

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from openai_stub import OpenAIStub
 
-from flows.textworld_agent import run_stream
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.agents import Observation, StepResult
 from graphmem.examples.envs.agents import ChatPolicy, Explorer
+from graphmem.examples.textworld_agent import run_stream
 from graphmem.llm import MemoryLLM
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -206,7 +206,7 @@ def test_the_llm_cli_survives_a_dead_server_and_prints_usage(
         "GRAPHMEM_LLM_MODEL": "stub-model",
         "GRAPHMEM_EMBEDDER": "hashing",
     }
-    cmd = [sys.executable, "-m", "flows.textworld_agent", "--game", "cookingworld"]
+    cmd = [sys.executable, "-m", "graphmem.examples.textworld_agent", "--game", "cookingworld"]
     cmd += ["--seeds", "0-1", "--budget", "5", "--llm", "--in-memory", "--no-progress"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

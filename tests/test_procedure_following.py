@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from flows.agent import build_agent_graph, run_task
-from flows.state import AgentContext
-from flows.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
 from graphmem.agents import Decision, Observation, Plan, ProcedurePolicy, StepResult
 from graphmem.embedding import HashingEmbedder
 from graphmem.examples.envs.agents import CookingExplorer, Explorer, TwcExplorer
 from graphmem.examples.envs.procedures import ProcedureFollower, plan_facts
+from graphmem.examples.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
+from graphmem.flows.agent import build_agent_graph, run_task
+from graphmem.flows.state import AgentContext
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Procedure
 from graphmem.ops.episodes import retrieved_ids

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from flows.textworld_agent import (
+from graphmem.embedding import HashingEmbedder
+from graphmem.examples.textworld_agent import (
     ChatPolicy,
     choose_action,
     fact_lines,
     learn_facts_by_subject,
     run_stream,
 )
-from graphmem.embedding import HashingEmbedder
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Note
 from graphmem.stores.embedded import EmbeddedStore

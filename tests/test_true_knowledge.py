@@ -7,14 +7,14 @@ from collections.abc import Sequence
 
 import pytest
 
-from flows.agent import build_agent_graph, run_task
-from flows.state import AgentContext, AgentState
-from flows.textworld_agent import learn_facts_by_subject
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.agents import Decision, Observation, StepResult, UsingPolicy
 from graphmem.config import ObsolescenceConfig, RetrievalConfig
 from graphmem.examples.envs.agents import CookingExplorer
 from graphmem.examples.envs.hints import fact_scope, note_scope, scope_tag
+from graphmem.examples.textworld_agent import learn_facts_by_subject
+from graphmem.flows.agent import build_agent_graph, run_task
+from graphmem.flows.state import AgentContext, AgentState
 from graphmem.models import EdgeKind, MemoryKind, Note
 from graphmem.ops.obsolescence import demote, note_subject
 from graphmem.stores.embedded import EmbeddedStore

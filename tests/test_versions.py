@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from flows.textworld_agent import fact_lines, learn_facts_by_subject
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.errors import InvalidInput
+from graphmem.examples.textworld_agent import fact_lines, learn_facts_by_subject
 from graphmem.llm import fallbacks
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task, TrajectoryStep
 from graphmem.ops.build import revise_note

@@ -2,6 +2,7 @@
 (one module a group: ``store``, ``store_check``, ``neo4j``, ``viz``, ``memory``, ``llm``, ``mcp``,
 ``bench``; ``demo`` comes from :mod:`graphmem.examples.demo`)."""
 
-from graphmem.cli.main import OneLineParser, build_parser, main, one_line
+from graphmem.cli.main import build_parser, main
+from graphmem.commandline import OneLineParser, one_line
 
 __all__ = ["OneLineParser", "build_parser", "main", "one_line"]

@@ -12,29 +12,12 @@ import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import NoReturn, cast
+from typing import cast
 
+from graphmem.commandline import OneLineParser, one_line
 from graphmem.errors import GraphmemError
 
 Register = Callable[["argparse._SubParsersAction[argparse.ArgumentParser]"], None]
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line, ``<command>: error: …``, exit 2.
-
-    Sub-command parsers are made of the same class, so every command behaves alike; the line
-    points at ``--help`` instead of printing the usage block.
-    """
-
-    command = "graphmem"
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.command}: error: {one_line(message)} (see `{self.prog} --help`)\n")
-
-
-def one_line(text: str) -> str:
-    """``text`` on one line: what an error line must be, whatever a message holds."""
-    return " ".join(text.splitlines()).strip()
 
 
 def _command_groups() -> list[Register]:

@@ -38,8 +38,9 @@ DEMO_GAMES = ("twc", "cookingworld", "coin")
 """The TextWorldExpress games the demo's rule-based explorers are built for."""
 MIN_EPISODES = 5
 GAME_BUDGETS = {"cookingworld": 40, "twc": 45, "coin": 40}
-"""Steps per game when ``--budget`` is not given: ``flows.textworld_agent.DEFAULT_BUDGET``,
-spelled out here so that ``graphmem --help`` need not import LangGraph (a test keeps them equal)."""
+"""Steps per game when ``--budget`` is not given:
+``graphmem.examples.textworld_agent.DEFAULT_BUDGET``, spelled out here so that ``graphmem --help``
+need not import LangGraph (a test keeps them equal)."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -253,8 +254,8 @@ def run_demo(
     check_demo_args(game, episodes, budget, namespace)
     from tqdm import tqdm
 
-    from flows.textworld_agent import run_stream
     from graphmem.examples.envs.jvm import JavaNotFound
+    from graphmem.examples.textworld_agent import run_stream
     from graphmem.memory import GraphMemory
     from graphmem.stores.embedded import EmbeddedStore
 

@@ -1,7 +1,7 @@
 """A LangGraph agent that solves a stream of TextWorldExpress games with graphmem memory.
 
-It is the agent flow (:mod:`flows.agent`) with text-game parts: the policy node is the offline
-rule-based explorer of :mod:`graphmem.examples.envs.agents` (or, with ``--llm``, any
+It is the agent flow (:mod:`graphmem.flows.agent`) with text-game parts: the policy node is the
+offline rule-based explorer of :mod:`graphmem.examples.envs.agents` (or, with ``--llm``, any
 OpenAI-compatible chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` /
 ``GRAPHMEM_LLM_API_KEY``, see
 :mod:`graphmem.settings`), retrieved notes become hints, retrieved procedures are followed
@@ -12,8 +12,8 @@ Java 17.
 
 Run it::
 
-    python -m flows.textworld_agent --game cookingworld --seeds 0-29
-    python -m flows.textworld_agent --game cookingworld --seeds 0-29 --no-memory
+    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29
+    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29 --no-memory
 
 Memory goes to the configured store, as in ``graphmem demo``: Neo4j when
 ``GRAPHMEM_NEO4J_URI`` is set, else the embedded store in ``GRAPHMEM_STORE``
@@ -23,7 +23,7 @@ Or from Python (``progress=True`` shows a progress bar; a function is called aft
 
     from graphmem import GraphMemory, HashingEmbedder
     from graphmem.stores.embedded import EmbeddedStore
-    from flows.textworld_agent import run_stream
+    from graphmem.examples.textworld_agent import run_stream
 
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
     stream = run_stream(mem, "tw-demo", game="cookingworld", seeds=range(30))
@@ -42,8 +42,6 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from flows.agent import build_agent_graph, default_hints, run_task
-from flows.state import AgentContext, AgentState, LearnFn
 from graphmem.agents import Policy
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.examples.envs.agents import ChatPolicy as ChatPolicy
@@ -51,6 +49,8 @@ from graphmem.examples.envs.agents import choose_action as choose_action
 from graphmem.examples.envs.agents import make_explorer
 from graphmem.examples.envs.hints import extract_facts, fact_subject, scope_tag
 from graphmem.examples.envs.textworld import TextWorldEnv
+from graphmem.flows.agent import build_agent_graph, default_hints, run_task
+from graphmem.flows.state import AgentContext, AgentState, LearnFn
 from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
@@ -381,10 +381,10 @@ def _namespace(text: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from graphmem.cli import OneLineParser
+    from graphmem.commandline import OneLineParser
 
     parser = OneLineParser(
-        prog="python -m flows.textworld_agent",
+        prog="python -m graphmem.examples.textworld_agent",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the docstring's layout
     )
@@ -428,7 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Everything is checked (arguments, settings, the chat model for ``--llm``) before a store is
     opened or Java started.
     """
-    from graphmem.cli import one_line
+    from graphmem.commandline import one_line
     from graphmem.errors import GraphmemError
 
     args = _parser().parse_args(argv)

@@ -1,7 +1,8 @@
 """Evolve flow: A-MEM evolution of new memories as a LangGraph graph.
 
-State :class:`~flows.state.EvolveState`: ``new_memory_ids`` in; ``evolution`` (one summary per
-memory: the links made, the neighbours refreshed as new versions, or why it was skipped) out.
+State :class:`~graphmem.flows.state.EvolveState`: ``new_memory_ids`` in; ``evolution`` (one
+summary per memory: the links made, the neighbours refreshed as new versions, or why it was
+skipped) out.
 Memories are evolved one after the other, so a later one sees what an earlier one wrote.
 """
 
@@ -13,8 +14,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.state import EvolveState, MemoryContext, resolve, summary
 from graphmem.errors import MemoryNotFound
+from graphmem.flows.state import EvolveState, MemoryContext, resolve, summary
 from graphmem.memory import GraphMemory
 
 

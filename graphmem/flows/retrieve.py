@@ -1,12 +1,12 @@
 """Retrieve flow: two-phase retrieval as a LangGraph graph (usable alone or as a subgraph).
 
-State :class:`~flows.state.RetrieveState`: ``query`` in; ``hits`` (with score parts),
+State :class:`~graphmem.flows.state.RetrieveState`: ``query`` in; ``hits`` (with score parts),
 ``prompt`` and ``episode_id`` out.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
 >>> from graphmem.config import RetrievalConfig
->>> from flows.state import MemoryContext
+>>> from graphmem.flows.state import MemoryContext
 >>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
 >>> _ = mem.add_note("demo", "The spare key is under the blue flower pot.")
 >>> ctx = MemoryContext("demo", mem, retrieval=RetrievalConfig(kinds=("Note",)))
@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.state import MemoryContext, RetrieveState, hit_record, resolve
+from graphmem.flows.state import MemoryContext, RetrieveState, hit_record, resolve
 from graphmem.memory import GraphMemory
 
 

@@ -7,7 +7,8 @@ policy step per graph step, so every step can be streamed or interrupted)::
 
 (* subgraphs; with ``use_memory=False`` the starred steps and ``learn`` are skipped, which is the
 no-memory baseline of the same agent). The environment, the policy and the memory come from the
-run context, :class:`~flows.state.AgentContext`. One graph run is one task: ``{"seed": n}`` in.
+run context, :class:`~graphmem.flows.state.AgentContext`. One graph run is one task:
+``{"seed": n}`` in.
 
 Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
 questions (:class:`~graphmem.agents.RecallingPolicy`, e.g. "where does the gray coat
@@ -41,12 +42,19 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.evolve import build_evolve_graph
-from flows.retrieve import build_retrieve_graph
-from flows.state import AgentContext, AgentState, HitRecord, StepRecord, hit_record, resolve
-from flows.update import build_update_graph
 from graphmem.agents import ProcedurePolicy, RecallingPolicy, UsingPolicy, plans_from_hits
 from graphmem.errors import ConfigError, LLMError
+from graphmem.flows.evolve import build_evolve_graph
+from graphmem.flows.retrieve import build_retrieve_graph
+from graphmem.flows.state import (
+    AgentContext,
+    AgentState,
+    HitRecord,
+    StepRecord,
+    hit_record,
+    resolve,
+)
+from graphmem.flows.update import build_update_graph
 from graphmem.memory import GraphMemory
 from graphmem.models import Hit, Note, Procedure, Tip
 from graphmem.ops.build import procedure_chain

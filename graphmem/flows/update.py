@@ -1,7 +1,7 @@
 """Update flow: credit the episode (utility), then update the memory set (reflect / build).
 
-State :class:`~flows.state.UpdateState`: ``episode_id``, ``reward``, ``success``, ``used`` and
-``trajectory`` in; ``q_updates`` (new Q per credited memory), ``new_memory_ids`` and an
+State :class:`~graphmem.flows.state.UpdateState`: ``episode_id``, ``reward``, ``success``,
+``used`` and ``trajectory`` in; ``q_updates`` (new Q per credited memory), ``new_memory_ids`` and an
 ``update`` summary out.
 
 - ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved,
@@ -22,7 +22,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.state import MemoryContext, UpdateState, resolve, summary
+from graphmem.flows.state import MemoryContext, UpdateState, resolve, summary
 from graphmem.memory import GraphMemory
 from graphmem.ops.episodes import EpisodeFinished
 from graphmem.ops.update import UpdateResult

@@ -1,12 +1,12 @@
 """Build flow: a trajectory becomes procedural memory (Mem^p ``B(τ, r)``) as a LangGraph graph.
 
-State :class:`~flows.state.BuildState`: ``trajectory`` in (optional ``granularity`` /
+State :class:`~graphmem.flows.state.BuildState`: ``trajectory`` in (optional ``granularity`` /
 ``key_mode``); ``task_id`` and ``new_memory_ids`` (the retrievable procedure written; empty when the
 trajectory was stored already) out.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
->>> from flows.state import MemoryContext
+>>> from graphmem.flows.state import MemoryContext
 >>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
 >>> trajectory = {"task": "boil water", "reward": 1.0, "success": True,
 ...               "steps": [{"action": "fill kettle"}, {"action": "switch kettle on"}]}
@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from flows.state import BuildState, MemoryContext, resolve
+from graphmem.flows.state import BuildState, MemoryContext, resolve
 from graphmem.memory import GraphMemory
 
 

@@ -6,9 +6,9 @@ Every flow takes its dependencies from LangGraph's run context (``context_schema
     graph.invoke({"query": "..."}, context=MemoryContext(namespace="agent-1", memory=mem))
 
 ``memory`` may instead be bound when the graph is built (``build_retrieve_graph(memory=mem)``).
-Over HTTP (``langgraph dev``, LangGraph Server) the context arrives as JSON, so the served graphs
-of :mod:`flows.server` take :class:`ServedContext` / :class:`ServedAgentContext` instead: plain
-values that Studio shows as a form, and that name the environment and policy rather than hold
+Over HTTP (``langgraph dev``, LangGraph Server) the context arrives as JSON, so the served graphs of
+:mod:`graphmem.flows.server` take :class:`ServedContext` / :class:`ServedAgentContext` instead:
+plain values that Studio shows as a form, and that name the environment and policy rather than hold
 them. States hold plain JSON values only, so any checkpointer can persist them.
 """
 
@@ -93,13 +93,14 @@ DEFAULT_NAMESPACE = "default"
 TextWorldGame = Literal[
     "twc", "cookingworld", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"
 ]
-"""The TextWorldExpress games a served agent can play (``flows.textworld_agent.TWX_GAMES``)."""
+"""The TextWorldExpress games a served agent can play
+(``graphmem.examples.textworld_agent.TWX_GAMES``)."""
 
 
 class ServedContext(GraphmemModel):
     """The run context of a memory flow served over HTTP: JSON only, so Studio shows it as a form.
 
-    The memory is the server's own (opened from the environment, see :mod:`flows.server`);
+    The memory is the server's own (opened from the environment, see :mod:`graphmem.flows.server`);
     the context picks the namespace (``"default"`` when left out) and may override the
     retrieval config and the update strategy. Unknown keys are refused, so a misspelt
     ``namspace`` cannot silently fall back to the default.

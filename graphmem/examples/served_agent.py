@@ -1,0 +1,88 @@
+"""The served text-game agent: ``graphmem_agent`` in ``langgraph.json`` (``flows/server.py``).
+
+Over HTTP the run context arrives as JSON, so it names the game and the policy
+(:class:`~graphmem.flows.state.ServedAgentContext`) instead of holding them; each run plays one
+task (``seed``) in a fresh TextWorldExpress environment with the agent flow of
+:mod:`graphmem.flows.agent`, over the server's memory (:func:`graphmem.flows.server.server_memory`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from graphmem.agents import Policy
+from graphmem.examples.envs.agents import make_explorer
+from graphmem.flows.agent import build_agent_graph, run_task
+from graphmem.flows.server import server_memory
+from graphmem.flows.state import (
+    AgentContext,
+    AgentInput,
+    AgentOutput,
+    AgentState,
+    ServedAgentContext,
+)
+
+_agent_flow = build_agent_graph().compile(name="graphmem-agent-task")
+
+
+def _policy(served: ServedAgentContext) -> Policy:
+    if served.policy == "llm":
+        from graphmem.examples.textworld_agent import ChatPolicy, llm_from_settings
+
+        # Counted, budgeted calls; a step the model cannot answer goes to the game's explorer.
+        return ChatPolicy(llm_from_settings(), fallback=make_explorer(served.game))
+    return make_explorer(served.game)
+
+
+def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, Any]:
+    """One task (``seed``) in a fresh environment, closed when the task ends."""
+    from graphmem.examples.envs.textworld import TextWorldEnv
+    from graphmem.examples.textworld_agent import (
+        DEFAULT_BUDGET,
+        RECALL_RETRIEVAL,
+        TEXTWORLD_RETRIEVAL,
+        learn_facts_by_subject,
+        textworld_hints,
+    )
+
+    served = runtime.context if runtime.context is not None else ServedAgentContext()
+    budget = served.step_budget or DEFAULT_BUDGET.get(served.game, 50)
+    env = TextWorldEnv(served.game, step_budget=budget)
+    try:
+        context = AgentContext(
+            namespace=served.namespace,
+            memory=server_memory(),
+            retrieval=served.retrieval or TEXTWORLD_RETRIEVAL,
+            strategy=served.strategy,
+            env=env,
+            policy=_policy(served),
+            fold=served.fold,
+            use_memory=served.use_memory,
+            hints=textworld_hints,
+            learn=learn_facts_by_subject,
+            task_prefix=served.game,
+            recall=RECALL_RETRIEVAL,
+        )
+        return dict(run_task(_agent_flow, state["seed"], context))
+    finally:
+        env.close()
+
+
+def _served_agent() -> CompiledStateGraph[AgentState, ServedAgentContext, AgentInput, AgentOutput]:
+    builder = StateGraph(
+        AgentState,
+        context_schema=ServedAgentContext,
+        input_schema=AgentInput,
+        output_schema=AgentOutput,
+    )
+    builder.add_node("play", _play)
+    builder.add_edge(START, "play")
+    builder.add_edge("play", END)
+    return builder.compile(name="graphmem-agent")
+
+
+agent = _served_agent()

@@ -1,0 +1,98 @@
+"""The graphs ``langgraph dev`` / LangGraph Server serve (see ``langgraph.json``).
+
+Over HTTP the run context arrives as JSON, so it cannot carry a :class:`GraphMemory`, an
+environment or a policy. Each served graph therefore takes a JSON context
+(:class:`~graphmem.flows.state.ServedContext`; the served agent of
+:mod:`graphmem.examples.served_agent` takes :class:`~graphmem.flows.state.ServedAgentContext`),
+which Studio shows as a form, and runs its flow as a subgraph over the server's memory: the one the
+environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``, ``GRAPHMEM_EMBEDDER``,
+``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`), e.g. ``{"namespace": "agent-1"}``.
+
+Nothing here blocks the server's event loop: the graphs are compiled at import, without a
+store, and the memory is opened on the first run, inside a node, which LangGraph runs in a
+worker thread (``langgraph dev`` refuses blocking calls on its loop).
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from typing import Any, cast
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.runtime import Runtime
+
+from graphmem.flows.build import build_build_graph
+from graphmem.flows.evolve import build_evolve_graph
+from graphmem.flows.retrieve import build_retrieve_graph
+from graphmem.flows.state import (
+    BuildInput,
+    BuildOutput,
+    BuildState,
+    EvolveInput,
+    EvolveOutput,
+    EvolveState,
+    RetrieveInput,
+    RetrieveOutput,
+    RetrieveState,
+    ServedContext,
+    UpdateInput,
+    UpdateOutput,
+    UpdateState,
+)
+from graphmem.flows.update import build_update_graph
+from graphmem.memory import GraphMemory
+
+_lock = threading.Lock()
+_opened: list[GraphMemory] = []
+
+
+def server_memory() -> GraphMemory:
+    """The memory of this server process, opened from the environment on first use."""
+    with _lock:
+        if not _opened:
+            from graphmem.settings import Settings
+
+            memory = Settings.from_env().open_memory()
+            atexit.register(memory.close)
+            _opened.append(memory)
+        return _opened[0]
+
+
+def _served_flow(
+    flow: CompiledStateGraph[Any, Any, Any, Any],
+    state_schema: type[Any],
+    input_schema: type[Any],
+    output_schema: type[Any],
+    name: str,
+) -> CompiledStateGraph[Any, ServedContext, Any, Any]:
+    """``flow`` as one node over the server's memory, in the namespace the JSON context names."""
+
+    def run(state: Any, runtime: Runtime[ServedContext]) -> dict[str, Any]:
+        served = runtime.context if runtime.context is not None else ServedContext()
+        context = served.memory_context(server_memory())
+        return cast(dict[str, Any], flow.invoke(state, context=context))
+
+    builder = StateGraph(
+        state_schema,
+        context_schema=ServedContext,
+        input_schema=input_schema,
+        output_schema=output_schema,
+    )
+    builder.add_node(name, run)
+    builder.add_edge(START, name)
+    builder.add_edge(name, END)
+    return builder.compile(name=f"graphmem-{name}")
+
+
+retrieve = _served_flow(
+    build_retrieve_graph().compile(), RetrieveState, RetrieveInput, RetrieveOutput, "retrieve"
+)
+build = _served_flow(build_build_graph().compile(), BuildState, BuildInput, BuildOutput, "build")
+update = _served_flow(
+    build_update_graph().compile(), UpdateState, UpdateInput, UpdateOutput, "update"
+)
+evolve = _served_flow(
+    build_evolve_graph().compile(), EvolveState, EvolveInput, EvolveOutput, "evolve"
+)
