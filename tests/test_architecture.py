@@ -38,6 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "graphmem.embedding",
             "graphmem.jsonschemas",
             "graphmem.commandline",
+            "graphmem.extras",
         ),
     ),
     ("Neo4j launcher", ("graphmem.launcher",)),

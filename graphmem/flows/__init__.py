@@ -6,21 +6,24 @@ Dependencies come from the run context (:class:`~graphmem.flows.state.MemoryCont
 globals. :mod:`graphmem.flows.server` holds the memory graphs ``langgraph.json`` serves over HTTP.
 """
 
-from graphmem.flows.agent import build_agent_graph, run_task
-from graphmem.flows.build import build_build_graph
-from graphmem.flows.evolve import build_evolve_graph
-from graphmem.flows.retrieve import build_retrieve_graph
-from graphmem.flows.state import (
-    AgentContext,
-    AgentState,
-    BuildState,
-    EvolveState,
-    HitRecord,
-    MemoryContext,
-    RetrieveState,
-    UpdateState,
-)
-from graphmem.flows.update import build_update_graph
+from graphmem.extras import needs_extra
+
+with needs_extra("langgraph", "graphmem.flows"):
+    from graphmem.flows.agent import build_agent_graph, run_task
+    from graphmem.flows.build import build_build_graph
+    from graphmem.flows.evolve import build_evolve_graph
+    from graphmem.flows.retrieve import build_retrieve_graph
+    from graphmem.flows.state import (
+        AgentContext,
+        AgentState,
+        BuildState,
+        EvolveState,
+        HitRecord,
+        MemoryContext,
+        RetrieveState,
+        UpdateState,
+    )
+    from graphmem.flows.update import build_update_graph
 
 __all__ = [
     "AgentContext",

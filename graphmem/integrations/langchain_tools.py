@@ -29,12 +29,15 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 
-from langchain_core.tools import BaseTool, StructuredTool
+from graphmem.extras import needs_extra
 
-from graphmem.config import RetrievalConfig
-from graphmem.errors import GraphmemError, InvalidInput
-from graphmem.memory import GraphMemory
-from graphmem.models import MemoryKind, check_namespace
+with needs_extra("langchain", "the LangChain tools"):
+    from langchain_core.tools import BaseTool, StructuredTool
+
+    from graphmem.config import RetrievalConfig
+    from graphmem.errors import GraphmemError, InvalidInput
+    from graphmem.memory import GraphMemory
+    from graphmem.models import MemoryKind, check_namespace
 
 log = logging.getLogger(__name__)
 

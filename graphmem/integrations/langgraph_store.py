@@ -69,33 +69,36 @@ from contextlib import aclosing
 from datetime import datetime
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from langchain_core.embeddings import Embeddings
-from langgraph.store.base import (
-    BaseStore,
-    GetOp,
-    IndexConfig,
-    Item,
-    ListNamespacesOp,
-    Op,
-    PutOp,
-    Result,
-    SearchItem,
-    SearchOp,
-    ensure_embeddings,
-    get_text_at_path,
-    tokenize_path,
-    validate_op_namespace,
-)
+from graphmem.extras import needs_extra
 
-from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
-from graphmem.integrations.langgraph_filters import matches_namespace, passes
-from graphmem.memory import GraphMemory
-from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
-from graphmem.ops.retrieve import rank_candidates
-from graphmem.stores.base import MemoryStore, Recall
-from graphmem.stores.neo4j import Neo4jStore
-from graphmem.stores.neo4j_async import AsyncNeo4jStore
-from graphmem.stores.neo4j_tx import drive
+with needs_extra("langgraph", "the LangGraph store"):
+    from langchain_core.embeddings import Embeddings
+    from langgraph.store.base import (
+        BaseStore,
+        GetOp,
+        IndexConfig,
+        Item,
+        ListNamespacesOp,
+        Op,
+        PutOp,
+        Result,
+        SearchItem,
+        SearchOp,
+        ensure_embeddings,
+        get_text_at_path,
+        tokenize_path,
+        validate_op_namespace,
+    )
+
+    from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
+    from graphmem.integrations.langgraph_filters import matches_namespace, passes
+    from graphmem.memory import GraphMemory
+    from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
+    from graphmem.ops.retrieve import rank_candidates
+    from graphmem.stores.base import MemoryStore, Recall
+    from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j_async import AsyncNeo4jStore
+    from graphmem.stores.neo4j_tx import drive
 
 log = logging.getLogger(__name__)
 

@@ -33,16 +33,19 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
-import anyio.to_thread
-from mcp.server.fastmcp import FastMCP
-from mcp.server.fastmcp.exceptions import ToolError
-from pydantic import BaseModel, Field
+from graphmem.extras import needs_extra
 
-from graphmem.errors import GraphmemError
-from graphmem.integrations.langchain_tools import DEFAULT_KINDS
-from graphmem.memory import GraphMemory
-from graphmem.models import CreditPolicy, MemoryKind, Trajectory, check_namespace
-from graphmem.ops.history import summarize
+with needs_extra("mcp", "the MCP server"):
+    import anyio.to_thread
+    from mcp.server.fastmcp import FastMCP
+    from mcp.server.fastmcp.exceptions import ToolError
+    from pydantic import BaseModel, Field
+
+    from graphmem.errors import GraphmemError
+    from graphmem.integrations.langchain_tools import DEFAULT_KINDS
+    from graphmem.memory import GraphMemory
+    from graphmem.models import CreditPolicy, MemoryKind, Trajectory, check_namespace
+    from graphmem.ops.history import summarize
 
 log = logging.getLogger(__name__)
 

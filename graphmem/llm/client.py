@@ -220,7 +220,10 @@ class MemoryLLM:
         budgets miss those requests.
         ``json_mode=True`` is ``output="json"``.
         """
-        from langchain_openai import ChatOpenAI
+        from graphmem.extras import needs_extra
+
+        with needs_extra("openai", "MemoryLLM.from_openai"):
+            from langchain_openai import ChatOpenAI
 
         if max_tokens is not None and max_tokens < 1:
             raise ValueError("max_tokens must be at least 1 (or None for no cap)")

@@ -18,14 +18,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from graphmem.errors import LLMError
 from graphmem.llm import fallbacks
-from graphmem.llm.client import MemoryLLM
 from graphmem.llm.schemas import LinkDecisions, Neighbour, NoteFields, Reflection, Script
 from graphmem.llm.usage import CallBudget
 from graphmem.models import TrajectoryStep
+
+if TYPE_CHECKING:
+    from graphmem.llm.client import MemoryLLM
 
 log = logging.getLogger(__name__)
 

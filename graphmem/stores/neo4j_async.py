@@ -25,17 +25,20 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any
 
-import neo4j
-from neo4j.exceptions import DriverError, Neo4jError
+from graphmem.extras import needs_extra
 
-from graphmem.embedding import EmbedderRecord
-from graphmem.errors import ConfigError, StoreError
-from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
-from graphmem.stores import neo4j_embedders as embedders
-from graphmem.stores import neo4j_ops as ops
-from graphmem.stores.base import Direction, EpisodeCredit, Recall
-from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
-from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
+with needs_extra("neo4j", "the async Neo4j store"):
+    import neo4j
+    from neo4j.exceptions import DriverError, Neo4jError
+
+    from graphmem.embedding import EmbedderRecord
+    from graphmem.errors import ConfigError, StoreError
+    from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
+    from graphmem.stores import neo4j_embedders as embedders
+    from graphmem.stores import neo4j_ops as ops
+    from graphmem.stores.base import Direction, EpisodeCredit, Recall
+    from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
+    from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
 
 
 class AsyncNeo4jStore(ops.Neo4jBase):
