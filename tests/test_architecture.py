@@ -239,3 +239,15 @@ def test_pre_release_module_paths_are_gone(old: str) -> None:
 
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def test_the_game_step_is_an_example_not_a_memory_operation() -> None:
+    """Choosing a text-game action is what the --llm example agent does with a chat model; the
+    library's LLM layer holds memory operations only (issue 29)."""
+    import graphmem.llm as llm
+    from graphmem.examples import llm_actions
+    from graphmem.llm.client import MemoryLLM
+
+    assert not hasattr(MemoryLLM, "choose_action")
+    assert "match_action" not in llm.__all__ and "ActionChoice" not in llm.__all__
+    assert llm_actions.match_action("> Open Fridge.", ["open fridge"]) == "open fridge"

@@ -34,6 +34,7 @@ from typing import Any
 import pytest
 
 from graphmem import GraphMemory, HashingEmbedder
+from graphmem.examples.llm_actions import llm_choose_action
 from graphmem.llm import MemoryLLM, Neighbour, ops
 from graphmem.llm import checks as content
 from graphmem.llm.schemas import NoteFields
@@ -254,7 +255,7 @@ def test_every_model_output_passes_the_content_checks_and_usage_is_the_servers(
             content.link_check(NOTES[0], neighbours)(links.value)
         for situation in ("You are in the kitchen. The fridge is closed.", "The fridge is open."):
             try:
-                llm.choose_action(situation, ["open fridge", "take apple", "go to garden"])
+                llm_choose_action(llm, situation, ["open fridge", "take apple", "go to garden"])
                 outcome.setdefault("choose_action", []).append(True)
             except Exception:
                 outcome.setdefault("choose_action", []).append(False)

@@ -15,7 +15,6 @@ from graphmem.llm import fallbacks, ops
 from graphmem.llm.ops import Produced, producer, with_fallback
 from graphmem.llm.parsing import parse_json_object
 from graphmem.llm.schemas import (
-    ActionChoice,
     LinkChoice,
     LinkDecisions,
     Neighbour,
@@ -28,12 +27,11 @@ from graphmem.llm.schemas import (
 from graphmem.llm.usage import CallBudget, LLMUsage, UsageSnapshot
 
 if TYPE_CHECKING:
-    from graphmem.llm.client import MemoryLLM, match_action
+    from graphmem.llm.client import MemoryLLM
     from graphmem.llm.output import OUTPUT_CHOICES, OUTPUT_MODES, OutputMode
 
 _NEEDS_LANGCHAIN = {
     "MemoryLLM": "graphmem.llm.client",
-    "match_action": "graphmem.llm.client",
     "OUTPUT_CHOICES": "graphmem.llm.output",
     "OUTPUT_MODES": "graphmem.llm.output",
     "OutputMode": "graphmem.llm.output",
@@ -55,7 +53,6 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "OUTPUT_CHOICES",
     "OUTPUT_MODES",
-    "ActionChoice",
     "CallBudget",
     "LLMUsage",
     "LinkChoice",
@@ -71,7 +68,6 @@ __all__ = [
     "TaskKeywords",
     "UsageSnapshot",
     "fallbacks",
-    "match_action",
     "ops",
     "parse_json_object",
     "producer",

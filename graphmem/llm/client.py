@@ -48,7 +48,6 @@ from graphmem.llm.output import (
 )
 from graphmem.llm.parsing import InvalidOutput, parse_json_object
 from graphmem.llm.schemas import (
-    ActionChoice,
     LinkDecisions,
     Neighbour,
     NoteFields,
@@ -84,7 +83,6 @@ __all__ = [
     "MemoryLLM",
     "check_content",
     "forget_output_modes",
-    "match_action",
     "parse_json_object",
 ]
 
@@ -400,38 +398,6 @@ class MemoryLLM:
             log.warning("decide_links: dropped %d decisions about unknown ids", dropped)
         return kept
 
-    def choose_action(
-        self, situation: str, valid_actions: Sequence[str], *, budget: CallBudget | None = None
-    ) -> ActionChoice:
-        """The next action of a text-game agent: one of ``valid_actions`` (constrained to the
-        list where the server takes a schema; a plain-text reply naming one is accepted too)."""
-        valid = list(dict.fromkeys(valid_actions)) or ["look around"]
-        schema = output_schema(ActionChoice)
-        schema["properties"]["action"]["enum"] = valid
-
-        def parse(text: str) -> dict[str, Any]:
-            try:
-                return parse_json_object(text)
-            except InvalidOutput:
-                return {"action": text.strip()}
-
-        def named(out: ActionChoice) -> None:
-            action = match_action(out.action, valid)
-            if action is None:
-                raise InvalidOutput(f"{out.action[:80]!r} is not one of the valid actions")
-            out.action = action
-
-        return self.structured(
-            "choose_action",
-            prompts.CHOOSE_ACTION,
-            prompts.choose_action_user(situation, valid),
-            ActionChoice,
-            budget,
-            check=named,
-            schema=schema,
-            parse=parse,
-        )
-
     def check(self) -> tuple[list[str], float]:
         """Ask the endpoint one small question the way every operation does (endpoint check).
 
@@ -687,19 +653,6 @@ class MemoryLLM:
         for secret in self._secrets:
             text = text.replace(secret, "***")
         return text
-
-
-def match_action(text: str, valid_actions: Sequence[str]) -> str | None:
-    """The valid action ``text`` names: an exact line, else the longest action it contains."""
-    lines = [
-        re.sub(r"^[\s\-*>\d.]*", "", ln).strip().strip("`\"'.").lower() for ln in text.splitlines()
-    ]
-    lowered = {a.lower(): a for a in valid_actions}
-    for line in lines:
-        if line in lowered:
-            return lowered[line]
-    contained = [a for a in valid_actions if a.lower() in text.lower()]
-    return max(contained, key=len) if contained else None
 
 
 def _finish_reason(message: BaseMessage) -> str | None:

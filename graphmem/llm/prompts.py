@@ -68,12 +68,6 @@ Shape: {{"links": [{{"id": "...", "reason": "...", "strength": 0.8}}],
 "updates": [{{"id": "...", "context": "...", "tags": ["..."]}}]}}"""
 
 
-CHOOSE_ACTION = """graphmem op: choose_action
-You play a text adventure. Pick the next action: exactly one of the valid actions, copied as it
-is written. Use what memory says when it fits the situation.
-Reply with one JSON object and nothing else: {"action": "<one valid action>", "thought": "<why>"}"""
-
-
 def repair(error: str, cut: bool) -> str:
     """The retry's request: what was wrong with the last reply, and how to answer instead."""
     if cut:
@@ -149,7 +143,3 @@ def decide_links_user(memory_text: str, neighbours: Sequence[Neighbour]) -> str:
     return f"New memory:\n{clip(memory_text, 4000)}\nNeighbours (one JSON per line):\n" + "\n".join(
         rows
     )
-
-
-def choose_action_user(situation: str, valid_actions: Sequence[str]) -> str:
-    return f"{clip(situation, 6000)}\n\nValid actions:\n" + "\n".join(valid_actions)

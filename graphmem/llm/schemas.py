@@ -194,10 +194,3 @@ class LinkDecisions(LLMOutput):
             links=[c for c in self.links if c.id in ids],
             updates=[u for u in self.updates if u.id in ids],
         )
-
-
-class ActionChoice(LLMOutput):
-    """A text-game agent's next action (one of the valid actions) and why."""
-
-    action: str = Field(min_length=1, description="Exactly one of the valid actions.")
-    thought: str = Field(default="", description="Why, in a few words.")

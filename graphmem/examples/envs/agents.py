@@ -753,10 +753,11 @@ class ChatPolicy:
 
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         from graphmem.errors import LLMError
+        from graphmem.examples.llm_actions import llm_choose_action
 
         situation = self.situation(observation, inventory)
         try:
-            choice = self.llm.choose_action(situation, valid_actions)
+            choice = llm_choose_action(self.llm, situation, valid_actions)
         except LLMError as e:
             if self.fallback is None:
                 raise
@@ -822,7 +823,7 @@ def failure_reason(error: str) -> str:
 
 def choose_action(text: str, valid_actions: Sequence[str]) -> str:
     """The valid action a model's reply names: exact line, contained action, or closest match."""
-    from graphmem.llm import match_action
+    from graphmem.examples.llm_actions import match_action
 
     valid = list(valid_actions) or ["look around"]
     found = match_action(text, valid)
