@@ -39,6 +39,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "graphmem.jsonschemas",
             "graphmem.commandline",
             "graphmem.extras",
+            "graphmem.coroutines",
         ),
     ),
     ("Neo4j launcher", ("graphmem.launcher",)),

@@ -30,6 +30,7 @@ import pytest
 from conftest import drop_namespaces
 from langgraph.store.base import SearchItem
 
+from graphmem.coroutines import drive, drive_iter
 from graphmem.embedding import EmbedderRecord, HashingEmbedder
 from graphmem.errors import DimensionMismatch, MemoryNotFound
 from graphmem.integrations.langgraph_store import GraphMemoryStore
@@ -50,7 +51,6 @@ from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.neo4j import Neo4jStore
 from graphmem.stores.neo4j_async import AsyncNeo4jStore
-from graphmem.stores.neo4j_tx import drive, drive_iter
 from graphmem.testing import StoreConformance, angled, chain, vec
 
 T = TypeVar("T")

@@ -106,3 +106,43 @@ def test_the_wheel_ships_graphmem_only_and_runs_with_no_extras(tmp_path: Path) -
     assert "NEO4J: the Neo4j store needs the package 'neo4j', which is not installed: " \
         "pip install 'graphmem[neo4j]'" in lines  # fmt: skip
     assert any(line.startswith("FLOWS:") and "graphmem[langgraph]" in line for line in lines)
+
+
+BLOCK_NEO4J = textwrap.dedent(
+    """
+    import sys, tempfile
+    from importlib.abc import MetaPathFinder
+
+    class NoNeo4j(MetaPathFinder):  # as if the neo4j extra were not installed
+        def find_spec(self, name, path=None, target=None):
+            if name == "neo4j" or name.startswith("neo4j."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+    sys.meta_path.insert(0, NoNeo4j())
+    from graphmem import EmbeddedStore, GraphMemory, HashingEmbedder
+    from graphmem.integrations.langgraph_store import GraphMemoryStore
+
+    mem = GraphMemory(EmbeddedStore.open(tempfile.mkdtemp()), embedder=HashingEmbedder())
+    store = GraphMemoryStore(mem)
+    store.put(("users", "u1"), "pref", {"text": "likes green tea"})
+    assert store.get(("users", "u1"), "pref").value["text"] == "likes green tea"
+    assert [i.key for i in store.search(("users", "u1"), query="tea")] == ["pref"]
+    assert "neo4j" not in sys.modules
+    try:
+        from graphmem.stores.neo4j import Neo4jStore  # noqa: F401
+    except Exception as e:
+        print(type(e).__name__, e)
+    """
+)
+
+
+def test_the_langgraph_store_needs_no_neo4j_extra(tmp_path: Path) -> None:
+    """With the langgraph extra and not the neo4j one, the LangGraph store runs on the
+    embedded store; only the Neo4j store asks for its extra, in one line."""
+    out = subprocess.run(
+        [sys.executable, "-c", BLOCK_NEO4J], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = out.stdout.strip().splitlines()[-1]
+    assert line.startswith("MissingExtra") and "graphmem[neo4j]" in line, line

@@ -67,7 +67,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
 from contextlib import aclosing
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, cast
 
 from graphmem.extras import needs_extra
 
@@ -90,15 +90,16 @@ with needs_extra("langgraph", "the LangGraph store"):
         validate_op_namespace,
     )
 
+    from graphmem.coroutines import drive
     from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
     from graphmem.integrations.langgraph_filters import matches_namespace, passes
     from graphmem.memory import GraphMemory
     from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
     from graphmem.ops.retrieve import rank_candidates
     from graphmem.stores.base import MemoryStore, Recall
-    from graphmem.stores.neo4j import Neo4jStore
+
+if TYPE_CHECKING:
     from graphmem.stores.neo4j_async import AsyncNeo4jStore
-    from graphmem.stores.neo4j_tx import drive
 
 log = logging.getLogger(__name__)
 
@@ -363,7 +364,11 @@ class GraphMemoryStore(BaseStore):
         if self._given_async is not None:
             return self._given_async
         store = self.memory.store
-        if not (isinstance(store, Neo4jStore) and store.can_open_async):
+        if not getattr(store, "can_open_async", False):  # only a Neo4jStore can (the neo4j extra)
+            return None
+        from graphmem.stores.neo4j import Neo4jStore
+
+        if not isinstance(store, Neo4jStore):
             return None
         loop = asyncio.get_running_loop()
         found = self._opened_async.get(loop)

@@ -33,6 +33,7 @@ with needs_extra("neo4j", "the Neo4j store"):
     import neo4j
     from neo4j.exceptions import DriverError, Neo4jError
 
+    from graphmem.coroutines import drive, drive_iter
     from graphmem.embedding import EmbedderRecord
     from graphmem.errors import ConfigError, StoreError
     from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
@@ -40,7 +41,7 @@ with needs_extra("neo4j", "the Neo4j store"):
     from graphmem.stores import neo4j_ops as ops
     from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
     from graphmem.stores.neo4j_recall import IndexMode
-    from graphmem.stores.neo4j_tx import Session, SyncSession, drive, drive_iter, reason
+    from graphmem.stores.neo4j_tx import Session, SyncSession, reason
     from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
 
 if TYPE_CHECKING:

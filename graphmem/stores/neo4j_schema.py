@@ -25,10 +25,11 @@ from typing import Any
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError
 
+from graphmem.coroutines import drive
 from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
 from graphmem.stores import cypher
 from graphmem.stores.neo4j_recall import supports_search
-from graphmem.stores.neo4j_tx import Session, SyncSession, Tx, drive, single, sync_work
+from graphmem.stores.neo4j_tx import Session, SyncSession, Tx, single, sync_work
 
 log = logging.getLogger(__name__)
 

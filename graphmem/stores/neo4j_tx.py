@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Protocol, TypeVar
 
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
+from graphmem.coroutines import drive
 from graphmem.stores.neo4j_uri import redact_uri
 
 T = TypeVar("T")
@@ -94,37 +95,6 @@ def single(records: list[neo4j.Record]) -> neo4j.Record | None:
 
 
 # ---- the blocking driver ---------------------------------------------------------------------
-
-
-def drive(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends (one whose I/O blocks) to its end; no event loop.
-
-    Raises RuntimeError, and closes the coroutine, if it does suspend: then it awaited real
-    asynchronous work, which only an event loop can finish.
-    """
-    try:
-        coroutine.send(None)
-    except StopIteration as done:
-        value: T = done.value
-        return value
-    coroutine.close()
-    raise RuntimeError("a coroutine run without an event loop awaited asynchronous work")
-
-
-def drive_iter(generator: AsyncGenerator[T, None]) -> Iterator[T]:
-    """:func:`drive` for an async generator that never suspends: its items, as a plain iterator."""
-    try:
-        while True:
-            try:
-                yield drive(_next(generator))
-            except StopAsyncIteration:
-                return
-    finally:
-        drive(generator.aclose())
-
-
-async def _next(generator: AsyncGenerator[T, None]) -> T:
-    return await anext(generator)
 
 
 class SyncTx:
