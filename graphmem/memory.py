@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from graphmem.ops.build import BuildResult
     from graphmem.ops.episodes import EpisodeOutcome, QChange
     from graphmem.ops.evolve import EvolutionResult
+    from graphmem.ops.explain import EpisodeReport
     from graphmem.ops.history import History
     from graphmem.ops.retrieve import Retrieval
     from graphmem.ops.update import UpdateResult
@@ -204,6 +205,13 @@ class GraphMemory:
         from graphmem.ops.episodes import q_history
 
         return q_history(self, namespace, memory_id)
+
+    def explain_episode(self, namespace: str, episode_id: str) -> EpisodeReport:
+        """What an episode was offered (rank, sim, Q, score) and used, its reward, and each
+        credited memory's Q before → after (:func:`graphmem.ops.explain.explain_episode`)."""
+        from graphmem.ops.explain import explain_episode
+
+        return explain_episode(self, namespace, episode_id)
 
     def finish_episode(
         self,

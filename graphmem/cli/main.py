@@ -40,6 +40,9 @@ def _command_groups() -> list[Register]:
     from graphmem.cli.history import register as history_command
 
     groups.append(history_command)
+    from graphmem.cli.episode import register as episode_command
+
+    groups.append(episode_command)
     from graphmem.cli.llm import register as llm_commands
 
     groups.append(llm_commands)
