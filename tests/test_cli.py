@@ -63,6 +63,7 @@ def test_export_import_round_trip_into_another_namespace(tmp_path: Path) -> None
     notes = seed_store(tmp_path)
     out = tmp_path / "alpha.jsonl"
     assert cli(tmp_path, "export", str(out), "-n", "alpha").returncode == 0
+    assert out.stat().st_mode & 0o777 == 0o600  # owner-only, as the store's files are
     result = cli(tmp_path, "import", str(out), "-n", "gamma")
     assert result.returncode == 0, result.stderr
     store = EmbeddedStore.open(tmp_path / "store")

@@ -247,6 +247,30 @@ def test_secret_echoed_by_a_provider_is_redacted(caplog: pytest.LogCaptureFixtur
     assert API_KEY not in caplog.text
 
 
+def test_a_short_key_is_masked_as_a_whole_token_only(caplog: pytest.LogCaptureFixture) -> None:
+    """A short API key ("en") is masked where it stands alone, not inside every word that
+    holds its letters ("OpenAIConnectionError" stays readable)."""
+
+    class Leaky(FakeListChatModel):
+        def invoke(self, *args: Any, **kwargs: Any) -> AIMessage:
+            raise RuntimeError("OpenAIConnectionError: key en was refused")
+
+    llm = MemoryLLM(Leaky(responses=["{}"]), fallback=False, secrets=["en"])
+    with pytest.raises(LLMError) as info:
+        llm.extract_keywords("water the plants")
+    assert "OpenAIConnectionError" in str(info.value)
+    assert "key *** was refused" in str(info.value) and " en " not in str(info.value)
+
+
+def test_a_password_in_a_uri_query_is_never_shown() -> None:
+    from graphmem.errors import ConfigError
+    from graphmem.stores.neo4j import Neo4jStore
+
+    with pytest.raises(ConfigError) as info:
+        Neo4jStore.from_uri("bolt://127.0.0.1:1/?password=s3cret&x=1", "neo4j", "pw")
+    assert "s3cret" not in str(info.value) and "password=***" in str(info.value)
+
+
 # ---- the one path: ops.with_fallback -----------------------------------------------------
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,10 @@ def _export(args: argparse.Namespace) -> int:
             path = Path(args.path)
             tmp = path.with_name(path.name + ".tmp")
             try:
-                with tmp.open("w", encoding="utf-8") as out:
+                # Owner-only, as the store's own files are: an export holds every memory.
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.fchmod(fd, 0o600)  # a stale .tmp left with other modes is tightened too
+                with os.fdopen(fd, "w", encoding="utf-8") as out:
                     n = store.export_jsonl(out, args.namespace)
                 tmp.replace(path)
             except OSError as e:

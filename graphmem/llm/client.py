@@ -650,9 +650,23 @@ class MemoryLLM:
         return tripped
 
     def _redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact_secrets(text, self._secrets)
+
+
+def redact_secrets(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with each secret replaced by ``***`` where it stands as a whole token, never
+    inside another word (a short key "en" must not turn "OpenAIConnectionError" into noise).
+
+    >>> redact_secrets("key sk-abc rejected; Bearer sk-abc", ["sk-abc"])
+    'key *** rejected; Bearer ***'
+    >>> redact_secrets("OpenAIConnectionError (key en)", ["en"])
+    'OpenAIConnectionError (key ***)'
+    """
+    for secret in secrets:
+        if secret:
+            token = rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])"
+            text = re.sub(token, "***", text)
+    return text
 
 
 def _finish_reason(message: BaseMessage) -> str | None:

@@ -14,13 +14,24 @@ _USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)\S*@")
 """A URI's userinfo, up to the last ``@`` of the word: a password may hold ``@`` or ``/``."""
 
 
+_QUERY_SECRET = re.compile(
+    r"(?P<key>[?&;](?:password|passwd|pwd|pass|secret|token|auth|credentials|api[_-]?key|key)=)"
+    r"[^&;#\s'\"]*",
+    re.IGNORECASE,
+)
+"""A secret passed as a URI query parameter (``bolt://host/?password=X``)."""
+
+
 def redact_uri(text: str) -> str:
-    """``text`` with the credentials of every URI in it replaced by ``***``.
+    """``text`` with the credentials of every URI in it replaced by ``***``: the userinfo and
+    any query parameter that carries a secret.
 
     >>> redact_uri("cannot reach bolt://neo4j:secret@db:7687")
     'cannot reach bolt://***@db:7687'
+    >>> redact_uri("unusable Neo4j URI 'bolt://db/?password=s3cret&x=1'")
+    "unusable Neo4j URI 'bolt://db/?password=***&x=1'"
     """
-    return _USERINFO.sub(r"\g<scheme>***@", text)
+    return _QUERY_SECRET.sub(r"\g<key>***", _USERINFO.sub(r"\g<scheme>***@", text))
 
 
 def check_neo4j_uri(uri: str) -> str:
