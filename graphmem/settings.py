@@ -113,8 +113,13 @@ class Settings:
     def backend(self) -> str:
         return "neo4j" if self.neo4j_uri else "embedded"
 
-    def open_store(self) -> MemoryStore:
-        """The store these settings name: Neo4j when a URI is set, else the embedded store."""
+    def open_store(self, *, create: bool = True) -> MemoryStore:
+        """The store these settings name: Neo4j when a URI is set, else the embedded store.
+
+        ``create=False`` (the read-only commands): an embedded store path that does not exist
+        is a one-line error that creates nothing (a mistyped ``GRAPHMEM_STORE`` must not leave
+        an empty store behind and report "no memories yet").
+        """
         if self.neo4j_uri:
             from graphmem.stores.neo4j import Neo4jStore
 
@@ -126,6 +131,13 @@ class Settings:
             )
         from graphmem.stores.embedded import EmbeddedStore
 
+        if not create and not self.store_path.exists():
+            from graphmem.errors import StoreError
+
+            raise StoreError(
+                f"no store at {self.store_path} (GRAPHMEM_STORE, or GRAPHMEM_NEO4J_URI for Neo4j); "
+                "nothing was created"
+            )
         return EmbeddedStore.open(self.store_path)
 
     def make_embedder(self) -> Embedder:

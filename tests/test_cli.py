@@ -238,3 +238,16 @@ def test_textworld_agent_refuses_bad_arguments_in_one_line_without_starting_java
         check=False,
     )
     assert "--seeds" in one_error_line(result, "textworld_agent")
+
+
+@pytest.mark.parametrize(
+    "command", [("stats",), ("export", "-"), ("history", "ns"), ("episode", "ns")]
+)
+def test_read_only_commands_on_a_missing_store_create_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A mistyped GRAPHMEM_STORE is a one-line error, and no empty store is left behind."""
+    result = cli(tmp_path, *command)
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.strip().count("\n") == 0 and "no store at" in result.stderr
+    assert not (tmp_path / "store").exists()

@@ -31,7 +31,7 @@ def _episode(args: argparse.Namespace) -> int:
     from graphmem.ops.explain import explain_episode, latest_episode_id
 
     # Only reads: a stand-in embedder spares loading the model (nothing is embedded).
-    memory = GraphMemory(Settings.from_env().open_store(), embedder=HashingEmbedder(8))
+    memory = GraphMemory(Settings.from_env().open_store(create=False), embedder=HashingEmbedder(8))
     with memory:
         episode_id = args.episode_id or latest_episode_id(memory, args.namespace)
         if episode_id is None:

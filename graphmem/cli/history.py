@@ -40,7 +40,7 @@ def _history(args: argparse.Namespace) -> int:
     from graphmem.ops.history import history, version_chains
 
     # History only reads: a stand-in embedder spares loading the model (nothing is embedded).
-    memory = GraphMemory(Settings.from_env().open_store(), embedder=HashingEmbedder(8))
+    memory = GraphMemory(Settings.from_env().open_store(create=False), embedder=HashingEmbedder(8))
     with memory:
         memory_id = args.memory_id
         chains = []

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _stats(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
-    store = settings.open_store()
+    store = settings.open_store(create=False)
     try:
         namespaces = [args.namespace] if args.namespace else store.namespaces()
         table: dict[str, Any] = {ns: store.counts(ns) for ns in namespaces}
@@ -52,7 +52,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    store = Settings.from_env().open_store()
+    store = Settings.from_env().open_store(create=False)
     try:
         if args.path == "-":
             n = store.export_jsonl(sys.stdout, args.namespace)

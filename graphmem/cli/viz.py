@@ -106,7 +106,7 @@ def _viz(args: argparse.Namespace) -> int:
     check_out(args.out, args.format)
     if args.out == "-" and fmt == "png":
         raise InvalidInput("PNG cannot go to standard output; give --out FILE.png")
-    store = Settings.from_env().open_store()
+    store = Settings.from_env().open_store(create=False)
     try:
         namespace = args.namespace or find_namespace(store, args.id)
         if args.view == "task":
