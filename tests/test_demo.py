@@ -53,3 +53,19 @@ def test_demo_clears_its_namespace_unless_kept(tmp_path: Path) -> None:
     store.close()
     assert kept > first
     assert fresh < kept
+
+
+def test_an_out_path_that_cannot_be_a_folder_is_a_one_line_error(tmp_path: Path) -> None:
+    """``demo --out`` naming a file (``/etc/passwd``) or an impossible folder: a clear
+    InvalidInput before anything is played or cleared, never a traceback."""
+    from graphmem.errors import InvalidInput
+    from graphmem.examples.demo import run_demo
+
+    a_file = tmp_path / "taken"
+    a_file.write_text("not a folder")
+    settings = Settings(store_path=tmp_path / "store")
+    with pytest.raises(InvalidInput, match="is a file"):
+        run_demo(settings, out=a_file, episodes=5)
+    with pytest.raises(InvalidInput, match="cannot create"):
+        run_demo(settings, out=a_file / "sub", episodes=5)
+    assert a_file.read_text() == "not a folder" and not (tmp_path / "store").exists()

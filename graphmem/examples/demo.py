@@ -237,6 +237,19 @@ def _clear(memory: GraphMemory, namespace: str) -> int:
     return len(memory.store.delete(namespace, ids)) if ids else 0
 
 
+def _make_out_dir(out: Path) -> None:
+    """The pictures' folder, created before anything else happens; a path that cannot be one
+    (a file, no permission) is a one-line error."""
+    from graphmem.errors import InvalidInput
+
+    if out.exists() and not out.is_dir():
+        raise InvalidInput(f"--out {out} is a file; give a folder for the pictures")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InvalidInput(f"cannot create --out {out}: {e.strerror or e}") from e
+
+
 def run_demo(
     settings: Settings,
     *,
@@ -259,7 +272,7 @@ def run_demo(
     from graphmem.memory import GraphMemory
     from graphmem.stores.embedded import EmbeddedStore
 
-    out.mkdir(parents=True, exist_ok=True)
+    _make_out_dir(out)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy on JVM shutdown
     where = redact_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
     print(f"graphmem demo: {episodes} {game} games, memory in {settings.backend} ({where})")
