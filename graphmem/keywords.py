@@ -36,11 +36,14 @@ _WORD = re.compile(r"[a-z][a-z0-9]*(?:['-][a-z0-9]+)*")
 
 DEFAULT_MAX_KEYWORDS = 8
 
+MAX_KEYWORD_CHARS = 64
+"""A longer token (a pasted hash, a megabyte without spaces) is no keyword, tag or key word."""
+
 
 def content_words(text: str) -> list[str]:
     """Lower-cased words of ``text`` without stop words or one-letter tokens, in text order."""
     words = _WORD.findall(text.lower())
-    return [w for w in words if len(w) > 1 and w not in STOP_WORDS]
+    return [w for w in words if 1 < len(w) <= MAX_KEYWORD_CHARS and w not in STOP_WORDS]
 
 
 def extract_keywords(text: str, max_keywords: int = DEFAULT_MAX_KEYWORDS) -> list[str]:
@@ -68,12 +71,13 @@ def extract_keywords(text: str, max_keywords: int = DEFAULT_MAX_KEYWORDS) -> lis
 
 
 def clean_keywords(keywords: Iterable[str], max_keywords: int = 10) -> list[str]:
-    """Normalise keywords from any source: trimmed, lower-cased, de-duplicated, non-empty."""
+    """Normalise keywords from any source: trimmed, lower-cased, de-duplicated, non-empty, at
+    most :data:`MAX_KEYWORD_CHARS` long (a longer one is dropped)."""
     out: list[str] = []
     seen: set[str] = set()
     for raw in keywords:
         word = " ".join(str(raw).split()).strip(" .,;:'\"#").lower()
-        if word and word not in seen:
+        if word and len(word) <= MAX_KEYWORD_CHARS and word not in seen:
             seen.add(word)
             out.append(word)
         if len(out) >= max_keywords:

@@ -445,3 +445,22 @@ def test_langgraph_namespaces_keys_and_filters_that_used_to_crash(
     lg.put(("real",), "big", {"n": huge})
     assert [i.key for i in lg.search(("real",), filter={"n": {"$gte": huge}})] == ["big"]
     assert lg.get(("real",), "big").value == {"n": huge}  # type: ignore[union-attr]
+
+
+def test_a_megabyte_token_makes_no_megabyte_keyword_or_tag() -> None:
+    """A note of one ~1 MB token (no spaces) is stored whole, but its keywords and tags, and a
+    keyword key made from it, stay short: no token over MAX_KEYWORD_CHARS becomes one."""
+    from graphmem import HashingEmbedder
+    from graphmem.keywords import MAX_KEYWORD_CHARS, clean_keywords, keywords_key_for
+    from graphmem.stores.embedded import EmbeddedStore
+
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder(384))
+    token = "a" * 999_000
+    note = mem.add_note("hostile", token)
+    assert len(note.content) == 999_000
+    assert all(len(k) <= MAX_KEYWORD_CHARS for k in note.keywords)
+    assert all(len(t) <= MAX_KEYWORD_CHARS for t in note.tags)
+    mixed = mem.add_note("hostile", f"The descaler {token} is under the sink")
+    assert mixed.keywords == ["descaler", "sink"]
+    assert clean_keywords(["ok", "b" * 65]) == ["ok"]  # a model's over-long keyword is dropped
+    assert len(keywords_key_for(f"boil {token} water")) < 100
