@@ -22,6 +22,8 @@ import math
 import random
 import uuid
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import pytest
@@ -304,6 +306,37 @@ def test_batch_order(kv: GraphMemoryStore) -> None:
     assert isinstance(second[2], list) and len(second[2]) > 0
     assert second[3] is None
     assert isinstance(second[4], Item) and second[4].value == {"data": "value1"}
+
+
+def test_large_batches_from_threads(vs: GraphMemoryStore) -> None:
+    """LangGraph's ``test_pga_large_batches``: 10 threads put, get, list, search and delete the
+    same keys at once; every call must succeed (issue 30: on Neo4j a search met nodes deleted
+    under it and a put met a delete), and the keys end as the last writes left them."""
+    ops: list[tuple[Any, ...]] = []
+    for m in range(4):
+        ns = ("test", "foo", "bar", "baz", str(m % 2))
+        for i in range(12):
+            key, value = f"key{i}", {"foo": f"bar{i}"}
+            ops += [
+                (vs.put, ns, key, value),
+                (vs.get, ns, key),
+                (vs.list_namespaces,),
+                (vs.search, ("test",)),
+                (partial(vs.search, query=f"bar{i}"), ("test",)),
+                (vs.put, ns, key, None),
+                (vs.put, ns, key, value),
+            ]
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        futures = [pool.submit(*op) for op in ops]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+    assert not errors, f"{len(errors)} of {len(ops)} calls failed; first: {errors[0]!r}"
+    for m in range(2):
+        ns = ("test", "foo", "bar", "baz", str(m))
+        for i in range(12):
+            vs.put(ns, f"key{i}", {"foo": f"bar{i}"})
+            got = vs.get(ns, f"key{i}")
+            assert got is not None and got.value == {"foo": f"bar{i}"}
+    assert len(vs.search(("test",), limit=100)) == 24
 
 
 def test_batch_get_ops(kv: GraphMemoryStore) -> None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -325,3 +326,82 @@ def test_concurrent_utility_updates_from_processes_lose_nothing(
     assert got.q == pytest.approx(reward + (q0 - reward) * (1 - alpha) ** total, abs=1e-9)
     one_lost = reward + (q0 - reward) * (1 - alpha) ** (total - 1)
     assert abs(got.q - one_lost) > 1e-5
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_reads_and_upserts_racing_deletes_of_the_same_keys_never_fail(
+    neo: Neo4jStore, namespace: str
+) -> None:
+    """Issue 30: threads upsert, read (get_many, recall, iter_nodes) and delete the same keys.
+
+    A node deleted while a read runs comes back from Neo4j as an empty map (it must be skipped,
+    not validated), and an upsert whose MERGE matched a node that a concurrent delete removes
+    fails with EntityNotFound (it must be retried, not reported). Neither may raise.
+    """
+    keys = [f"k{i}" for i in range(4)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    calls = {"read": 0, "write": 0, "delete": 0}
+
+    def hammer(what: str, step: Callable[[int], object]) -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                step(i)
+            except BaseException as e:  # every failure is the test's finding
+                errors.append(e)
+                stop.set()
+                return
+            calls[what] += 1
+            i += 1
+
+    def write(i: int) -> None:
+        neo.upsert([note(namespace, k, f"v{i} {k}", vec(DIM, 1, i % 7)) for k in keys])
+
+    def delete(i: int) -> None:
+        neo.delete(namespace, keys[i % 2 :: 2] if i % 3 else keys)
+
+    def get(i: int) -> None:
+        for m in neo.get_many(namespace, keys):
+            assert isinstance(m, Note) and m.id in keys
+
+    def search(i: int) -> None:
+        for r in neo.recall(namespace, vec(DIM, 1, i % 5), 4):
+            assert r.memory.id in keys
+
+    def scan(i: int) -> None:
+        assert {m.id for m in neo.iter_nodes(namespace)} <= set(keys)
+
+    workers = [
+        threading.Thread(target=hammer, args=(what, step))
+        for what, step in [
+            ("write", write),
+            ("write", write),
+            ("delete", delete),
+            ("delete", delete),
+            ("read", get),
+            ("read", search),
+            ("read", scan),
+            ("read", search),
+        ]
+    ]
+    for w in workers:
+        w.start()
+    stop.wait(4.0)
+    stop.set()
+    for w in workers:
+        w.join(timeout=60)
+    assert not errors, f"{len(errors)} failed; first: {errors[0]!r}"
+    assert min(calls.values()) > 10, calls
+    # The final state is consistent: one node per key, readable, and deletable.
+    write(-1)
+    assert [m.id for m in neo.get_many(namespace, keys)] == keys
+    counts = _query(
+        neo,
+        "MATCH (m:Memory {namespace: $ns}) RETURN m.id AS id, count(*) AS n ORDER BY id",
+        ns=namespace,
+    )
+    assert counts == [{"id": k, "n": 1} for k in keys]
+    assert sorted(neo.delete(namespace, keys)) == keys
+    assert neo.get_many(namespace, keys) == []

@@ -312,9 +312,12 @@ RETURN c.id AS id
 
 # ---- reads -----------------------------------------------------------------------------------
 
+# `m.kind IS NOT NULL` (here and below): a node deleted while the statement runs reads as having
+# no properties; the store skips such rows too (neo4j_rows.live), this keeps most from travelling.
 GET_MANY: Final = """
 UNWIND $ids AS id
 MATCH (m:Memory {namespace: $namespace, id: id})
+WHERE m.kind IS NOT NULL
 RETURN properties(m) AS props
 """
 
@@ -388,7 +391,7 @@ RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS supers
 RECALL_EXACT: Final = """
 MATCH (m:Memory {namespace: $namespace})
 WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
-  AND ($kinds IS NULL OR m.kind IN $kinds)
+  AND ($kinds IS NULL OR m.kind IN $kinds) AND m.kind IS NOT NULL
   AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
 WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
 ORDER BY score DESC, m.id
@@ -408,7 +411,7 @@ LIMIT 1
 ITER_NODES: Final = """
 MATCH (m:Memory)
 WHERE ($namespace IS NULL OR m.namespace = $namespace)
-  AND ($kinds IS NULL OR m.kind IN $kinds)
+  AND ($kinds IS NULL OR m.kind IN $kinds) AND m.kind IS NOT NULL
   AND (m.namespace > $after_namespace
        OR (m.namespace = $after_namespace AND m.id > $after_id))
 RETURN properties(m) AS props

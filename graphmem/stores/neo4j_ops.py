@@ -208,7 +208,8 @@ async def upsert(
         if keys:
             for rec in await tx.run(cypher.KINDS_OF, rows=keys):
                 want = wanted.get((rec["namespace"], rec["id"]))
-                if want is not None and want != rec["kind"]:
+                # No kind: deleted while this ran; the MERGE below creates it afresh.
+                if want is not None and rec["kind"] is not None and want != rec["kind"]:
                     raise InvalidInput(
                         f"memory {rec['id']!r} in namespace {rec['namespace']!r} is a "
                         f"{rec['kind']}, not a {want}"
@@ -459,7 +460,8 @@ async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) 
     async def work(tx: Tx) -> list[dict[str, Any]]:
         return [r["props"] for r in await tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)]
 
-    by_id = {m.id: m for m in map(mapping.to_memory, await store._read(work, "read"))}
+    rows = [p for p in await store._read(work, "read") if mapping.live(p)]
+    by_id = {m.id: m for m in map(mapping.to_memory, rows)}
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -564,10 +566,10 @@ async def find_by_hash(
                 cypher.FIND_BY_HASH, namespace=namespace, hash=content_hash, kind=kind_value
             )
         )
-        return None if record is None else dict(record["props"])
+        return None if record is None else dict(record["props"] or {})
 
     found = await store._read(work, "hash lookup")
-    return None if found is None else mapping.to_memory(found)
+    return mapping.to_memory(found) if mapping.live(found) else None
 
 
 async def iter_nodes(
@@ -589,12 +591,17 @@ async def iter_nodes(
         async def work(tx: Tx, p: dict[str, Any] = params) -> list[Any]:
             return [r["props"] for r in await tx.run(cypher.ITER_NODES, **p)]
 
-        page = [mapping.to_memory(p) for p in await store._read(work, "node scan")]
+        rows = await store._read(work, "node scan")
+        # A row deleted while the page was read has no properties: skip it, but page on by
+        # the rows the server sent (a short page is the last one). A full page of deleted
+        # rows is read again from the same key: they are gone by now.
+        page = [mapping.to_memory(p) for p in rows if mapping.live(p)]
         for memory in page:
             yield memory
-        if len(page) < PAGE_SIZE:
+        if len(rows) < PAGE_SIZE:
             return
-        after = (page[-1].namespace, page[-1].id)
+        if page:
+            after = (page[-1].namespace, page[-1].id)
 
 
 async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[Edge, None]:

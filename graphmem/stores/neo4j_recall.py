@@ -35,7 +35,7 @@ import numpy as np
 from graphmem.models import MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
-from graphmem.stores.neo4j_rows import to_memory
+from graphmem.stores.neo4j_rows import live, to_memory
 from graphmem.stores.neo4j_tx import Tx, single, sync_work
 
 ALL_KINDS = [kind.value for kind in MemoryKind]
@@ -178,6 +178,8 @@ def rank(
     rows: list[dict[str, Any]], query: list[float], k: int, min_sim: float | None
 ) -> list[Recall]:
     """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
+    # A candidate deleted while the query ran comes back with no properties: skip it.
+    rows = [r for r in rows if live(r["props"])]
     if not rows:
         return []
     unique = list({(r["props"]["namespace"], r["props"]["id"]): r for r in rows}.values())

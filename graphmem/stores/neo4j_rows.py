@@ -112,6 +112,16 @@ def edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
     return out
 
 
+def live(props: Any) -> bool:
+    """Whether a node's ``properties(m)`` from a read describe a memory.
+
+    A read runs without locks (read committed): a node that a concurrent transaction deletes
+    after the statement matched it comes back as an empty map (or null), which is no memory to
+    validate but one that no longer exists, so every read skips it.
+    """
+    return bool(props) and props.get("kind") is not None and props.get("id") is not None
+
+
 def to_memory(props: Any) -> AnyMemory:
     data = dict(props)
     data.pop(Q_LABEL, None)  # display only, derived from q

@@ -18,10 +18,11 @@ one decoding, whichever driver carries it.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
-from typing import Any, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import neo4j
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
@@ -89,6 +90,31 @@ def worth_retrying(e: BaseException, delay: float, deadline: float) -> bool:
     return retryable(e) and time.monotonic() + delay <= deadline
 
 
+ENTITY_NOT_FOUND: Final = "Neo.ClientError.Statement.EntityNotFound"
+"""What the server raises when a statement goes to lock or load a node that it had matched and
+that a concurrent transaction has deleted since ("Unable to load NODE ..."): an upsert's MERGE
+matched the node, a DETACH DELETE committed, then the SET could not find it."""
+
+RACE_RETRIES: Final = 5
+"""How many times a body that lost such a race is run again; run again, it no longer matches
+the deleted node (an upsert's MERGE creates it afresh, a patch finds nothing)."""
+
+
+def lost_a_delete_race(e: BaseException) -> bool:
+    """Whether a failed body only met a node deleted under it by a concurrent transaction.
+
+    The driver calls every client error final, but graphmem's statements never name a node by
+    its internal id, so this code can only come from a concurrent delete: a transient conflict,
+    worth running the body again (a few times; see :data:`RACE_RETRIES`)."""
+    return isinstance(e, Neo4jError) and e.code == ENTITY_NOT_FOUND
+
+
+def race_delays() -> Iterator[float]:
+    """Seconds to wait before each re-run of a body that lost a delete race: short, since the
+    delete has committed by the time the error comes back; at most :data:`RACE_RETRIES`."""
+    return itertools.islice(retry_delays(first=0.01), RACE_RETRIES)
+
+
 def single(records: list[neo4j.Record]) -> neo4j.Record | None:
     """The first record, or None when there is none (the statements that use this return one)."""
     return records[0] if records else None
@@ -138,15 +164,25 @@ class SyncSession:
         return self._session.execute_read(sync_work(work))
 
     async def write(self, work: Work[T]) -> T:
+        for delay in race_delays():
+            try:
+                return self._session.execute_write(sync_work(work))
+            except Neo4jError as e:
+                if not lost_a_delete_race(e):
+                    raise
+            time.sleep(delay)
         return self._session.execute_write(sync_work(work))
 
     async def read_autocommit(self, work: Work[T]) -> T:
         deadline = time.monotonic() + RETRY_FOR_S
+        races = race_delays()
         for delay in retry_delays():
             try:
                 return drive(work(SyncAutoTx(self._session)))
             except (DriverError, Neo4jError) as e:
-                if not worth_retrying(e, delay, deadline):
+                if lost_a_delete_race(e) and (race := next(races, None)) is not None:
+                    delay = race
+                elif not worth_retrying(e, delay, deadline):
                     raise
             time.sleep(delay)
         raise AssertionError("unreachable: retry_delays() never ends")
@@ -198,15 +234,25 @@ class AsyncSession:
         return await self._session.execute_read(async_work(work))
 
     async def write(self, work: Work[T]) -> T:
+        for delay in race_delays():
+            try:
+                return await self._session.execute_write(async_work(work))
+            except Neo4jError as e:
+                if not lost_a_delete_race(e):
+                    raise
+            await asyncio.sleep(delay)
         return await self._session.execute_write(async_work(work))
 
     async def read_autocommit(self, work: Work[T]) -> T:
         deadline = time.monotonic() + RETRY_FOR_S
+        races = race_delays()
         for delay in retry_delays():
             try:
                 return await work(AsyncAutoTx(self._session))
             except (DriverError, Neo4jError) as e:
-                if not worth_retrying(e, delay, deadline):
+                if lost_a_delete_race(e) and (race := next(races, None)) is not None:
+                    delay = race
+                elif not worth_retrying(e, delay, deadline):
                     raise
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: retry_delays() never ends")
