@@ -18,7 +18,6 @@ one decoding, whichever driver carries it.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
@@ -95,7 +94,7 @@ ENTITY_NOT_FOUND: Final = "Neo.ClientError.Statement.EntityNotFound"
 that a concurrent transaction has deleted since ("Unable to load NODE ..."): an upsert's MERGE
 matched the node, a DETACH DELETE committed, then the SET could not find it."""
 
-RACE_RETRIES: Final = 5
+RACE_RETRIES: Final = 8
 """How many times a body that lost such a race is run again; run again, it no longer matches
 the deleted node (an upsert's MERGE creates it afresh, a patch finds nothing)."""
 
@@ -112,7 +111,7 @@ def lost_a_delete_race(e: BaseException) -> bool:
 def race_delays() -> Iterator[float]:
     """Seconds to wait before each re-run of a body that lost a delete race: short, since the
     delete has committed by the time the error comes back; at most :data:`RACE_RETRIES`."""
-    return itertools.islice(retry_delays(first=0.01), RACE_RETRIES)
+    return (min(0.5, 0.01 * 2**attempt) for attempt in range(RACE_RETRIES))
 
 
 def single(records: list[neo4j.Record]) -> neo4j.Record | None:
