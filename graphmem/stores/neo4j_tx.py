@@ -105,7 +105,14 @@ def lost_a_delete_race(e: BaseException) -> bool:
     The driver calls every client error final, but graphmem's statements never name a node by
     its internal id, so this code can only come from a concurrent delete: a transient conflict,
     worth running the body again (a few times; see :data:`RACE_RETRIES`)."""
-    return isinstance(e, Neo4jError) and e.code == ENTITY_NOT_FOUND
+    seen: set[int] = set()
+    error: BaseException | None = e
+    while error is not None and id(error) not in seen:  # the driver may wrap it, e.g. in a
+        seen.add(id(error))  # ResultFailedError when another result of the transaction failed
+        if isinstance(error, Neo4jError) and error.code == ENTITY_NOT_FOUND:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 def race_delays() -> Iterator[float]:
@@ -166,7 +173,7 @@ class SyncSession:
         for delay in race_delays():
             try:
                 return self._session.execute_write(sync_work(work))
-            except Neo4jError as e:
+            except (DriverError, Neo4jError) as e:  # DriverError: a ResultFailedError wrapping it
                 if not lost_a_delete_race(e):
                     raise
             time.sleep(delay)
@@ -236,7 +243,7 @@ class AsyncSession:
         for delay in race_delays():
             try:
                 return await self._session.execute_write(async_work(work))
-            except Neo4jError as e:
+            except (DriverError, Neo4jError) as e:  # DriverError: a ResultFailedError wrapping it
                 if not lost_a_delete_race(e):
                     raise
             await asyncio.sleep(delay)
