@@ -25,6 +25,7 @@ from graphmem.models import (
     check_namespace,
 )
 from graphmem.ops.context import MemoryContext
+from graphmem.ops.episodes import _opt_float, _opt_int
 from graphmem.ops.history import summarize
 
 
@@ -100,8 +101,8 @@ def explain_episode(mem: MemoryContext, namespace: str, episode_id: str) -> Epis
         memory = found.get(edge.dst)
         props = edge.props
         used = props.get("used") is True
-        q_after = _number(props.get("q_after"))
-        alpha = _number(props.get("alpha"))
+        q_after = _opt_float(props.get("q_after"))
+        alpha = _opt_float(props.get("alpha"))
         credited = finished and q_after is not None
         if credited and episode.credit is CreditPolicy.USED and not used:
             credited = False
@@ -113,10 +114,10 @@ def explain_episode(mem: MemoryContext, namespace: str, episode_id: str) -> Epis
                 id=edge.dst,
                 kind=str(memory.kind) if memory is not None else "(deleted)",
                 summary=summarize(memory) if memory is not None else "",
-                rank=_integer(props.get("rank")),
-                sim=_number(props.get("sim")),
-                q_at_retrieval=_number(props.get("q")),
-                score=_number(props.get("score")),
+                rank=_opt_int(props.get("rank")),
+                sim=_opt_float(props.get("sim")),
+                q_at_retrieval=_opt_float(props.get("q")),
+                score=_opt_float(props.get("score")),
                 used=used,
                 credited=credited,
                 q_before=q_before,
@@ -148,16 +149,6 @@ def latest_episode_id(mem: MemoryContext, namespace: str) -> str | None:
     if finished:
         return max(finished, key=lambda e: (e.finished_at, e.id)).id
     return max(episodes, key=lambda e: (e.created_at, e.id)).id
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _integer(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 __all__ = ["EpisodeReport", "Offer", "explain_episode", "latest_episode_id"]
