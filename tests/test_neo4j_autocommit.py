@@ -18,9 +18,11 @@ import pytest
 from conftest import NEO4J_TEST_DIMENSION, drop_namespaces
 from neo4j.exceptions import ClientError, SessionExpired, TransientError
 
+from graphmem.errors import InvalidInput
 from graphmem.models import Note
 from graphmem.stores import neo4j_tx
 from graphmem.stores.base import MemoryStore
+from graphmem.stores.neo4j_rows import read_memory
 from graphmem.stores.neo4j_tx import AsyncSession, SyncSession, Tx, retry_delays, retryable
 from graphmem.testing import unique_namespace
 
@@ -115,6 +117,40 @@ def test_retries_stop_when_the_time_allowed_is_spent(
         runner([SessionExpired("gone")] * 5)
 
 
+def _torn_then_answer(torn: int) -> tuple[Any, list[int]]:
+    """A read body whose rows come back torn ``torn`` times, then whole: what a read of a node
+    that a concurrent transaction is deleting or writing sees (some properties, not all)."""
+    calls: list[int] = []
+
+    async def body(tx: Tx) -> list[Any]:
+        calls.append(1)
+        rows = [{"kind": "Note", "namespace": "ns", "id": "n1"}]  # content missing
+        if len(calls) > torn:
+            rows = [{"kind": "Note", "namespace": "ns", "id": "n1", "content": "kettle"}]
+        return [read_memory(r) for r in rows]
+
+    return body, calls
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_torn_row_is_read_again_and_a_malformed_one_is_refused(driver: str) -> None:
+    def run(body: Any) -> Any:
+        if driver == "sync":
+            return neo4j_tx.drive(SyncSession(FlakySession([])).read_autocommit(body))  # type: ignore[arg-type]
+        return asyncio.run(AsyncSession(FlakyAsyncSession([])).read_autocommit(body))  # type: ignore[arg-type]
+
+    body, calls = _torn_then_answer(2)
+    [memory] = run(body)
+    assert isinstance(memory, Note) and memory.content == "kettle" and len(calls) == 3
+    # A node that reads torn every time is malformed: its own error, after the short re-reads.
+    body, calls = _torn_then_answer(10**6)
+    with pytest.raises(InvalidInput, match="content"):
+        run(body)
+    assert len(calls) == len(neo4j_tx.TORN_DELAYS) + 1
+    # A row deleted while read (no properties) is no memory and no error.
+    assert read_memory({}) is None and read_memory(None) is None
+
+
 def test_retry_delays_back_off_exponentially_with_bounded_jitter() -> None:
     delays = list(itertools.islice(retry_delays(1.0, 2.0, 0.2), 5))
     for n, delay in enumerate(delays):
@@ -181,3 +217,17 @@ def test_recall_is_one_auto_commit_statement_in_a_read_session(
         assert spy.calls[:1] == ["run"] and set(spy.calls) == {"run"}
     finally:
         drop_namespaces(neo4j_store, ns)
+
+
+def test_driver_releases_that_stall_concurrent_reads_are_named_once(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.stores import neo4j_ops
+
+    monkeypatch.setattr(neo4j_ops, "_warned", [])
+    assert not neo4j_ops.faulty_driver("6.3.1") and not caplog.records
+    assert neo4j_ops.faulty_driver("6.4.1") and neo4j_ops.faulty_driver("5.28.8")
+    [record] = caplog.records  # once per process
+    assert "6.4.1" in record.getMessage() and "pip install" in record.getMessage()
+    # The driver this project installs is not one of them (constraints.txt pins it).
+    assert not neo4j_ops.faulty_driver()

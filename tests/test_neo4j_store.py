@@ -11,6 +11,7 @@ import math
 import multiprocessing
 import os
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -392,7 +393,9 @@ def test_reads_and_upserts_racing_deletes_of_the_same_keys_never_fail(
     stop.set()
     for w in workers:
         w.join(timeout=60)
-    assert not errors, f"{len(errors)} failed; first: {errors[0]!r}"
+    assert not errors, f"{len(errors)} failed; first:\n" + "".join(
+        traceback.format_exception(errors[0])
+    )
     assert min(calls.values()) > 10, calls
     # The final state is consistent: one node per key, readable, and deletable.
     write(-1)

@@ -19,8 +19,9 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from functools import partial
-from typing import Any, TypeVar, cast
+from typing import Any, Final, TypeVar, cast
 
+import neo4j
 from neo4j.exceptions import AuthError, DriverError, Neo4jError
 
 from graphmem.errors import (
@@ -78,10 +79,36 @@ PAGE_SIZE = 1000
 """Rows per read transaction when iterating over the whole graph."""
 
 
+FAULTY_DRIVERS: Final = frozenset({"5.28.8", "6.4.0", "6.4.1"})
+"""Releases of the ``neo4j`` driver under which threads sharing one driver go wrong after a
+deadlock retry (the retried write fails with ResultFailedError; a concurrent read waits for
+the socket's 120 s timeout). pyproject's ``neo4j`` extra excludes them; see
+:func:`faulty_driver`."""
+
+
+def faulty_driver(version: str = neo4j.__version__) -> bool:
+    """Whether ``version`` of the driver is one of :data:`FAULTY_DRIVERS`, logging a warning
+    that says what to install instead (once per process)."""
+    if version not in FAULTY_DRIVERS:
+        return False
+    if not _warned:
+        _warned.append(version)
+        log.warning(
+            "neo4j driver %s stalls concurrent reads after a deadlock retry; install another "
+            "release, e.g. pip install 'neo4j>=6.0,<6.4'",
+            version,
+        )
+    return True
+
+
+_warned: list[str] = []
+
+
 class Neo4jBase(ABC):
     """What both Neo4j stores share: sessions, error wrapping and what they cache."""
 
     def __init__(self, database: str | None) -> None:
+        faulty_driver()
         self._database = database
         self._owns_driver = False
         self._closed = False
@@ -457,11 +484,11 @@ async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) 
         return []
     unique = list(dict.fromkeys(ids))
 
-    async def work(tx: Tx) -> list[dict[str, Any]]:
-        return [r["props"] for r in await tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)]
+    async def work(tx: Tx) -> list[AnyMemory | None]:
+        records = await tx.run(cypher.GET_MANY, namespace=namespace, ids=unique)
+        return [mapping.read_memory(r["props"]) for r in records]
 
-    rows = [p for p in await store._read(work, "read") if mapping.live(p)]
-    by_id = {m.id: m for m in map(mapping.to_memory, rows)}
+    by_id = {m.id: m for m in await store._read(work, "read") if m is not None}
     return [by_id[i] for i in ids if i in by_id]
 
 
@@ -546,10 +573,11 @@ async def recall_memories(
         "vector": query,
     }
 
-    async def work(tx: Tx) -> list[dict[str, Any]]:
-        return await recall.candidates(tx, params, k, dimension, mode=mode)
+    async def work(tx: Tx) -> list[Recall]:
+        rows = await recall.candidates(tx, params, k, dimension, mode=mode)
+        return recall.rank(rows, query, k, min_sim)  # in the body: a torn row reads again
 
-    return recall.rank(await store._read(work, "recall"), query, k, min_sim)
+    return await store._read(work, "recall")
 
 
 async def find_by_hash(
@@ -560,16 +588,15 @@ async def find_by_hash(
     if not isinstance(content_hash, str) or not content_hash:
         raise InvalidInput("a content hash must be a non-empty string")
 
-    async def work(tx: Tx) -> dict[str, Any] | None:
+    async def work(tx: Tx) -> AnyMemory | None:
         record = single(
             await tx.run(
                 cypher.FIND_BY_HASH, namespace=namespace, hash=content_hash, kind=kind_value
             )
         )
-        return None if record is None else dict(record["props"] or {})
+        return None if record is None else mapping.read_memory(record["props"])
 
-    found = await store._read(work, "hash lookup")
-    return mapping.to_memory(found) if mapping.live(found) else None
+    return await store._read(work, "hash lookup")
 
 
 async def iter_nodes(
@@ -588,14 +615,14 @@ async def iter_nodes(
             "limit": PAGE_SIZE,
         }
 
-        async def work(tx: Tx, p: dict[str, Any] = params) -> list[Any]:
-            return [r["props"] for r in await tx.run(cypher.ITER_NODES, **p)]
+        async def work(tx: Tx, p: dict[str, Any] = params) -> list[AnyMemory | None]:
+            return [mapping.read_memory(r["props"]) for r in await tx.run(cypher.ITER_NODES, **p)]
 
         rows = await store._read(work, "node scan")
-        # A row deleted while the page was read has no properties: skip it, but page on by
-        # the rows the server sent (a short page is the last one). A full page of deleted
-        # rows is read again from the same key: they are gone by now.
-        page = [mapping.to_memory(p) for p in rows if mapping.live(p)]
+        # A row deleted while the page was read is None: skip it, but page on by the rows the
+        # server sent (a short page is the last one). A full page of deleted rows is read
+        # again from the same key: they are gone by now.
+        page = [m for m in rows if m is not None]
         for memory in page:
             yield memory
         if len(rows) < PAGE_SIZE:

@@ -32,11 +32,12 @@ from typing import Any, Literal
 import neo4j
 import numpy as np
 
+from graphmem.errors import InvalidInput
 from graphmem.models import MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
-from graphmem.stores.neo4j_rows import live, to_memory
-from graphmem.stores.neo4j_tx import Tx, single, sync_work
+from graphmem.stores.neo4j_rows import live, read_memory
+from graphmem.stores.neo4j_tx import TornRead, Tx, single, sync_work
 
 ALL_KINDS = [kind.value for kind in MemoryKind]
 
@@ -178,8 +179,14 @@ def rank(
     rows: list[dict[str, Any]], query: list[float], k: int, min_sim: float | None
 ) -> list[Recall]:
     """Exact cosine ranking of candidate rows: best first, ties by id, at most k."""
-    # A candidate deleted while the query ran comes back with no properties: skip it.
+    # A candidate deleted while the query ran comes back with no properties: skip it. One
+    # caught half-deleted or half-written is read again (TornRead; rank runs in the read body).
     rows = [r for r in rows if live(r["props"])]
+    for r in rows:
+        if not isinstance(r["props"].get("embedding"), list):
+            raise TornRead(
+                InvalidInput(f"memory {r['props']['id']!r} was read without its embedding")
+            )
     if not rows:
         return []
     unique = list({(r["props"]["namespace"], r["props"]["id"]): r for r in rows}.values())
@@ -196,10 +203,10 @@ def rank(
             break
         row = unique[i]
         # to_memory validated the memory; validating the Recall around it would do so again.
+        memory = read_memory(row["props"])
+        assert memory is not None  # live, checked above
         out.append(
-            Recall.model_construct(
-                memory=to_memory(row["props"]), sim=sim, superseded=bool(row["superseded"])
-            )
+            Recall.model_construct(memory=memory, sim=sim, superseded=bool(row["superseded"]))
         )
         if len(out) == k:
             break

@@ -21,6 +21,7 @@ from graphmem.models import (
     memory_from_dict,
 )
 from graphmem.stores.cypher import Q_LABEL
+from graphmem.stores.neo4j_tx import TornRead
 
 RESERVED_EDGE_PROPS = frozenset({"created_at"})
 """Relationship property names the store uses itself (user props may not take them)."""
@@ -126,6 +127,18 @@ def to_memory(props: Any) -> AnyMemory:
     data = dict(props)
     data.pop(Q_LABEL, None)  # display only, derived from q
     return memory_from_dict(data)
+
+
+def read_memory(props: Any) -> AnyMemory | None:
+    """The memory a read's ``properties(m)`` describe, for use inside a read body: None for a
+    node deleted while it was read (see :func:`live`), :class:`~graphmem.stores.neo4j_tx.
+    TornRead` for one caught half-written or half-deleted, so that the read runs again."""
+    if not live(props):
+        return None
+    try:
+        return to_memory(props)
+    except InvalidInput as e:
+        raise TornRead(e) from e
 
 
 def to_edge(namespace: str, row: dict[str, Any]) -> Edge:

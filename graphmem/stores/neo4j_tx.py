@@ -94,9 +94,11 @@ ENTITY_NOT_FOUND: Final = "Neo.ClientError.Statement.EntityNotFound"
 that a concurrent transaction has deleted since ("Unable to load NODE ..."): an upsert's MERGE
 matched the node, a DETACH DELETE committed, then the SET could not find it."""
 
-RACE_RETRIES: Final = 8
-"""How many times a body that lost such a race is run again; run again, it no longer matches
-the deleted node (an upsert's MERGE creates it afresh, a patch finds nothing)."""
+RACE_WINDOW_S = 30.0
+"""How long a body that lost such a race keeps being run again. Run again, it no longer matches
+the deleted node (an upsert's MERGE creates it afresh, a patch finds nothing); under a stream of
+deletes of the same keys it can lose again, so the re-runs are bounded by time, as the driver's
+retries are, not by a count (8 re-runs were lost in a row once under CI load)."""
 
 
 def lost_a_delete_race(e: BaseException) -> bool:
@@ -104,7 +106,7 @@ def lost_a_delete_race(e: BaseException) -> bool:
 
     The driver calls every client error final, but graphmem's statements never name a node by
     its internal id, so this code can only come from a concurrent delete: a transient conflict,
-    worth running the body again (a few times; see :data:`RACE_RETRIES`)."""
+    worth running the body again (for a while; see :data:`RACE_WINDOW_S`)."""
     seen: set[int] = set()
     error: BaseException | None = e
     while error is not None and id(error) not in seen:  # the driver may wrap it, e.g. in a
@@ -117,13 +119,47 @@ def lost_a_delete_race(e: BaseException) -> bool:
 
 def race_delays() -> Iterator[float]:
     """Seconds to wait before each re-run of a body that lost a delete race: short, since the
-    delete has committed by the time the error comes back; at most :data:`RACE_RETRIES`."""
-    return (min(0.5, 0.01 * 2**attempt) for attempt in range(RACE_RETRIES))
+    delete has committed by the time the error comes back (10 ms doubling to 0.5 s, with jitter
+    so that racing writers fall out of step), for as long as :data:`RACE_WINDOW_S` allows."""
+    deadline = time.monotonic() + RACE_WINDOW_S
+    attempt = 0
+    while True:
+        delay = min(0.5, 0.01 * 2**attempt) * random.uniform(0.5, 1.5)
+        if time.monotonic() + delay > deadline:
+            return
+        yield delay
+        attempt += 1
+
+
+class TornRead(Exception):
+    """A read body met a node that a concurrent transaction was deleting or writing: Neo4j
+    reads take no locks, so a row can come back with some of the node's properties but not all
+    (e.g. kind and id without content). Raised by the body, carrying the :class:`~graphmem.
+    errors.InvalidInput` the row gave, so that the body is run again after a short wait (see
+    :data:`TORN_DELAYS`); a node that still reads so is malformed, and that error is raised."""
+
+    def __init__(self, invalid: Exception) -> None:
+        super().__init__(str(invalid))
+        self.invalid = invalid
+
+
+TORN_DELAYS: Final = (0.01, 0.02, 0.05, 0.1, 0.2, 0.4)
+"""Seconds before each re-run of a read body that met a half-written or half-deleted node; a
+concurrent commit ends in milliseconds, so a row still torn after these is taken as it is."""
 
 
 def single(records: list[neo4j.Record]) -> neo4j.Record | None:
     """The first record, or None when there is none (the statements that use this return one)."""
     return records[0] if records else None
+
+
+def torn_delay(e: TornRead, delays: Iterator[float]) -> float:
+    """The wait before re-running a body that raised ``e``; once ``delays`` are spent, the
+    row's own error."""
+    delay = next(delays, None)
+    if delay is None:
+        raise e.invalid from None
+    return delay
 
 
 # ---- the blocking driver ---------------------------------------------------------------------
@@ -181,10 +217,12 @@ class SyncSession:
 
     async def read_autocommit(self, work: Work[T]) -> T:
         deadline = time.monotonic() + RETRY_FOR_S
-        races = race_delays()
+        races, torn = race_delays(), iter(TORN_DELAYS)
         for delay in retry_delays():
             try:
                 return drive(work(SyncAutoTx(self._session)))
+            except TornRead as e:
+                delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
                 if lost_a_delete_race(e) and (race := next(races, None)) is not None:
                     delay = race
@@ -251,10 +289,12 @@ class AsyncSession:
 
     async def read_autocommit(self, work: Work[T]) -> T:
         deadline = time.monotonic() + RETRY_FOR_S
-        races = race_delays()
+        races, torn = race_delays(), iter(TORN_DELAYS)
         for delay in retry_delays():
             try:
                 return await work(AsyncAutoTx(self._session))
+            except TornRead as e:
+                delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
                 if lost_a_delete_race(e) and (race := next(races, None)) is not None:
                     delay = race
