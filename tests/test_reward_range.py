@@ -62,6 +62,19 @@ def test_a_reward_outside_the_range_is_refused_and_changes_nothing(
     assert mem.get(namespace, r.hits[0].memory.id).q == pytest.approx(0.55)
 
 
+@pytest.mark.parametrize("reward", [1e308, -1e308, 1.5, -2.0])
+def test_build_refuses_a_trajectory_reward_outside_the_range(
+    mem: GraphMemory, namespace: str, reward: float
+) -> None:
+    """Issue 30: build() took reward=1e308 and showed it in the agent's prompt."""
+    before = export(mem.store, namespace)
+    with pytest.raises(InvalidInput, match=r"outside the reward range \[-1, 1\]"):
+        mem.build(namespace, traj("boil water", True, "turn on kettle") | {"reward": reward})
+    assert export(mem.store, namespace) == before
+    built = mem.build(namespace, traj("boil water", True, "turn on kettle") | {"reward": 1.0})
+    assert built.procedure.reward == 1.0
+
+
 @pytest.mark.parametrize("q", [1e300, -1e300, float("nan"), float("inf"), 1.01, "0.5", True])
 def test_add_note_refuses_a_q_outside_the_range(mem: GraphMemory, namespace: str, q: Any) -> None:
     with pytest.raises(InvalidInput, match="q"):

@@ -122,6 +122,8 @@ def build(
     """Store ``trajectory`` as procedural memory at ``granularity`` with a ``key_mode`` key."""
     check_namespace(namespace)
     traj = _as_trajectory(trajectory)
+    # The reward reaches prompts and the procedure's record: the range finish_episode holds.
+    mem.config.check_reward(traj.reward)
     gran = _enum(Granularity, granularity, mem.config.granularity, "granularity")
     mode = _enum(KeyMode, key_mode, mem.config.key_mode, "key_mode")
     if not traj.steps:
