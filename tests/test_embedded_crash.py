@@ -3,8 +3,10 @@ and torn or corrupt log tails are handled on reopen."""
 
 from __future__ import annotations
 
+import errno
 import os
 import random
+import re
 import signal
 import time
 from pathlib import Path
@@ -133,20 +135,47 @@ def test_a_torn_last_record_is_dropped_on_reopen(tmp_path: Path) -> None:
         assert [m.id for m in store.iter_nodes("ns")] == ["after", "kept"]
 
 
-def test_a_garbled_last_line_is_dropped_but_corruption_before_data_is_an_error(
-    tmp_path: Path,
+@pytest.mark.parametrize("cut", [1, 20, -1])
+def test_a_log_cut_inside_its_last_record_loses_only_that_record(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, cut: int
 ) -> None:
+    # What a crash mid-append leaves: fewer bytes than the last record's line (its newline at
+    # least is missing). That write was never acknowledged, so it is dropped on the next open.
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        store.upsert([Note(id="a", namespace="ns", content="a", embedding=vec(8, 1))])
+        store.upsert([Note(id="b", namespace="ns", content="b", embedding=vec(8, 2))])
+    wal = wal_of(path)
+    whole = wal.read_bytes()
+    start = whole.rstrip(b"\n").rfind(b"\n") + 1  # the last record's offset
+    wal.write_bytes(whole[: start + cut if cut > 0 else len(whole) + cut])
+    with (
+        caplog.at_level("WARNING", logger="graphmem.stores.embedded"),
+        EmbeddedStore.open(path) as store,
+    ):
+        assert [m.id for m in store.iter_nodes("ns")] == ["a"]
+    assert f"unfinished write at byte {start} of {wal}" in caplog.text
+    assert wal.read_bytes() == whole[:start]
+
+
+def test_a_garbled_complete_line_is_corruption_wherever_it_is(tmp_path: Path) -> None:
+    # A line with its newline was written whole; a bad checksum there is damage, not a torn
+    # write, even as the last line: opening refuses it and leaves the bytes for `store repair`.
     path = tmp_path / "store"
     with EmbeddedStore.open(path) as store:
         store.upsert([Note(id="a", namespace="ns", content="a", embedding=vec(8, 1))])
     wal = wal_of(path)
     good = wal.read_bytes()
-    wal.write_bytes(good + b"\x00\x00garbage\n")
+    for damaged in (good + b"\x00\x00garbage\n", good + b"\n", b"garbage\n" + good):
+        wal.write_bytes(damaged)
+        offset = len(good) if damaged.startswith(good) else 0
+        with pytest.raises(StoreError, match=re.escape(f"{wal} is corrupt at byte {offset} (")):
+            EmbeddedStore.open(path)
+        assert wal.read_bytes() == damaged
+    wal.write_bytes(good + b"\x00\x00garb")  # no newline: an unfinished write
     with EmbeddedStore.open(path) as store:
         assert [m.id for m in store.iter_nodes("ns")] == ["a"]
-    wal.write_bytes(b"garbage\n" + good)
-    with pytest.raises(StoreError, match="corrupt"):
-        EmbeddedStore.open(path)
+    assert wal.read_bytes() == good
 
 
 def test_compaction_keeps_everything_and_drops_old_generations(tmp_path: Path) -> None:
@@ -168,6 +197,65 @@ def test_compaction_keeps_everything_and_drops_old_generations(tmp_path: Path) -
         assert store.dimension == 8
 
 
+def full_disk_at(monkeypatch: pytest.MonkeyPatch, failing: int) -> None:
+    """Make the ``failing``-th fsync from now on fail as on a full disk (ENOSPC)."""
+    real_fsync, calls = os.fsync, [0]
+
+    def fsync(fd: int) -> None:
+        calls[0] += 1
+        if calls[0] == failing:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def store_files(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir())
+
+
+# A compaction fsyncs: 1 the vectors, 2 the snapshot, 3 the new log, 4 the directory, 5 the
+# CURRENT pointer (renamed over the old one next: from there on the new generation is live).
+@pytest.mark.parametrize("failing", [1, 2, 3, 4, 5])
+def test_a_compaction_failing_on_a_full_disk_leaves_no_files_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: int
+) -> None:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        for i in range(5):
+            store.upsert([Note(id=f"n{i}", namespace="ns", content="x", embedding=vec(8, 1, i))])
+        before = store_files(path)
+        full_disk_at(monkeypatch, failing)
+        with pytest.raises(StoreError, match=r"cannot compact .*No space left on device"):
+            store.compact()
+        monkeypatch.undo()
+        assert store_files(path) == before  # no .tmp, no half-written generation
+        store.upsert([Note(id="n5", namespace="ns", content="x", embedding=vec(8, 1, 5))])
+        assert len(list(store.iter_nodes("ns"))) == 6
+    with EmbeddedStore.open(path) as store:
+        assert sorted(m.id for m in store.iter_nodes("ns")) == [f"n{i}" for i in range(6)]
+        store.compact()  # and it compacts once there is room
+    assert [n for n in store_files(path) if n.startswith("wal-")] == ["wal-00000001.jsonl"]
+
+
+def test_a_write_whose_compaction_fails_is_kept_and_leaves_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path, compact_bytes=2_000) as store:
+        store.upsert([Note(id="n0", namespace="ns", content="x" * 1_000, embedding=vec(8, 1))])
+        full_disk_at(monkeypatch, 2)  # 1: this write's log record; 2: the vectors file
+        with caplog.at_level("WARNING", logger="graphmem.stores.embedded"):
+            # The log now outgrows compact_bytes: this write compacts, on a full disk.
+            store.upsert([Note(id="n1", namespace="ns", content="y" * 1_500, embedding=vec(8, 2))])
+        monkeypatch.undo()
+        assert "compacting" in caplog.text and "No space left on device" in caplog.text
+        assert not [n for n in store_files(path) if n.endswith(".tmp")]
+        assert store_files(path) == ["CURRENT", "lock", "wal-00000000.jsonl"]
+    with EmbeddedStore.open(path) as store:
+        assert sorted(m.id for m in store.iter_nodes("ns")) == ["n0", "n1"]
+
+
 def test_a_crash_between_snapshot_and_pointer_switch_keeps_the_old_generation(
     tmp_path: Path,
 ) -> None:
@@ -177,6 +265,7 @@ def test_a_crash_between_snapshot_and_pointer_switch_keeps_the_old_generation(
     # What a compaction killed before renaming CURRENT leaves: next-generation files.
     (path / "snapshot-00000001.json").write_bytes(b'{"put": [')
     (path / "wal-00000001.jsonl").write_bytes(b"")
+    (path / "vectors-00000001.npy.tmp").write_bytes(b"\x93NUMPY")
     (path / "CURRENT.tmp").write_bytes(b"{")
     with EmbeddedStore.open(path) as store:
         assert [m.id for m in store.iter_nodes("ns")] == ["a"]

@@ -3,6 +3,8 @@
 A check replays the store exactly as opening it would (snapshot, checksums, every log record)
 but reports instead of raising, and changes nothing. A repair can only do what is safe without
 guessing: cut the log back to its last intact record, after saving the cut bytes beside it.
+It is the only way a whole record that fails its checksum leaves the log, the last one included
+(opening refuses such a store); only an unfinished last line is cut by an open.
 Records after a corrupt one are cut too, since they may depend on it (an edge to a node the bad
 record created); the saved copy keeps them for a person to look at. A damaged snapshot cannot be
 repaired this way, and the repair says so.
@@ -145,7 +147,7 @@ def _inspect(journal: Journal) -> CheckReport:
     if tail:
         report.problem = (
             f"the last {tail} bytes of {report.wal} (from byte {report.intact_bytes}) are not "
-            "a whole record: a write that never finished, which the next write drops"
+            "a whole record: a write that never finished, which the next open or write drops"
         )
     return report
 

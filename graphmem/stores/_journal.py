@@ -11,15 +11,19 @@ Layout of a store directory::
 Each log line is ``<crc32 of the JSON, 8 hex digits> <JSON>``, so a flipped byte is detected
 instead of being replayed as a different record; lines of format-1 stores carry no checksum
 (they start with ``{``) and are still read. ``CURRENT`` holds the crc32 of the snapshot and
-vectors files it names. A damaged last line is a write that never finished (a writer killed
-mid-append, never acknowledged) and is cut off; damage with intact records after it is
-corruption, reported with the file and byte offset (``graphmem store check|repair``).
-Everything is created owner-only (directory 0700, files 0600): memories can be private.
+vectors files it names. A record's newline is the last byte written, so bytes after the log's
+last newline are a write that never finished (a writer killed mid-append, never acknowledged)
+and are cut off. A line with its newline was written whole and fsynced: a bad checksum there is
+corruption, the last line included, reported with the file and byte offset and left on disk
+for ``graphmem store check|repair``. Everything is created owner-only (directory 0700, files
+0600): memories can be private.
 
 ``CURRENT`` is the commit point of a compaction: the new snapshot and an empty log are written
 and fsynced first, then ``CURRENT`` is renamed over the old one and the directory fsynced, and
 only then are the old generation's files removed. A crash at any point leaves either the old or
-the new generation whole. Callers hold the store lock around every method here.
+the new generation whole. A compaction that fails before the switch (a full disk) removes what
+it wrote, temp files included; whatever a crash leaves is removed on the next open. Callers hold
+the store lock around every method here.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ def unframe(line: bytes) -> bytes:
 
 
 class LogDamage(ValueError):
-    """A bad record with intact data after it: corruption, not an unfinished write."""
+    """A record that was written whole but does not check: corruption, not an unfinished write."""
 
     def __init__(self, offset: int, reason: str) -> None:
         super().__init__(f"bad record at byte {offset}: {reason}")
@@ -89,23 +93,37 @@ class LogDamage(ValueError):
 def iter_log(data: bytes, decode: Callable[[bytes], T]) -> Iterator[tuple[int, int, T]]:
     """``(start, end, decoded)`` of each intact record of ``data``, in order.
 
-    A damaged last line (no newline, or not decodable with nothing but whitespace after it)
-    ends the iteration quietly: it is an unfinished write. Damage anywhere else raises
-    :class:`LogDamage`. ``decode`` gets the record's JSON and raises ValueError if it is bad.
+    Bytes after the last newline end the iteration quietly: a write that never finished, since
+    a record's newline is written last. A line with its newline that fails its checksum or
+    ``decode`` raises :class:`LogDamage`, the last line too: it was written whole, so it is
+    corruption, and so is a tail that is a whole record but for its newline byte. ``decode``
+    gets the record's JSON and raises ValueError if it is bad.
     """
     pos = 0
     while pos < len(data):
         end = data.find(b"\n", pos)
         if end < 0:
+            if whole_but_its_newline(data[pos:]):
+                raise LogDamage(pos, "a whole record whose closing newline is damaged")
             return  # torn tail: a writer died mid-append
         try:
             item = decode(unframe(data[pos:end]))
         except ValueError as e:
-            if data[end + 1 :].strip():
-                raise LogDamage(pos, one_line(str(e))) from e
-            return  # a garbled last record was never acknowledged
+            raise LogDamage(pos, one_line(str(e))) from e
         yield pos, end + 1, item
         pos = end + 1
+
+
+def whole_but_its_newline(tail: bytes) -> bool:
+    """Whether a log's unfinished last line is a whole framed record whose newline byte was
+    changed: a torn write is a prefix of its line, so all but its last byte never checks."""
+    if tail.startswith(b"{"):
+        return False  # a format-1 line carries no checksum to tell
+    try:
+        unframe(tail[:-1])
+    except ValueError:
+        return False
+    return True
 
 
 def one_line(text: str, limit: int = 200) -> str:
@@ -181,24 +199,41 @@ class _CrcWriter:
     @classmethod
     def save(cls, path: Path, matrix: Vector) -> _CrcWriter:
         """Write a matrix as ``.npy`` atomically (like :func:`write_atomic`)."""
-        tmp = path.with_name(path.name + ".tmp")
-        with os.fdopen(create_private(tmp), "wb") as f:
+        with replacing(path) as f:
             writer = cls(f)
             np.save(writer, matrix.astype("<f4"), allow_pickle=False)
+        return writer
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[BinaryIO]:
+    """A temp file beside ``path`` to write, then fsynced and renamed over ``path``, so the file
+    appears whole or not at all. If writing fails (a full disk) the temp file is removed."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with os.fdopen(create_private(tmp), "wb") as f:
+            yield f
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        return writer
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write a file so that it appears whole or not at all (temp file, fsync, rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with os.fdopen(create_private(tmp), "wb") as f:
+    with replacing(path) as f:
         f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+
+
+def pointer(generation: int, checksums: dict[str, str] | None = None) -> bytes:
+    """The contents of ``CURRENT`` naming ``generation``."""
+    record: dict[str, Any] = {"format": STORE_FORMAT, "generation": generation}
+    if checksums:
+        record["crc32"] = checksums
+    return json.dumps(record).encode() + b"\n"
 
 
 class Journal:
@@ -233,12 +268,8 @@ class Journal:
     # ---- the generation pointer ---------------------------------------------------------
 
     def initialise(self) -> None:
-        """Create an empty generation 0 if the directory holds no store yet, or move a format-1
-        pointer to the current format (exclusive lock)."""
+        """Create an empty generation 0 if the directory holds no store yet (exclusive lock)."""
         if (self.root / "CURRENT").exists():
-            generation = self.read_current()
-            if self.format != STORE_FORMAT:
-                self._point_to(generation, self.checksums)
             return
         leftovers = [
             p.name for p in self.root.iterdir() if _GEN_FILE.match(p.name) and p.stat().st_size
@@ -273,11 +304,14 @@ class Journal:
         self.checksums = {str(k): v for k, v in checksums.items()}
         return generation
 
+    def upgrade(self) -> None:
+        """Move a format-1 pointer to the current format, once the store has loaded whole
+        (exclusive lock): a store refused as corrupt is left exactly as it was."""
+        if self.format != STORE_FORMAT:
+            self._point_to(self.generation, self.checksums)
+
     def _point_to(self, generation: int, checksums: dict[str, str] | None = None) -> None:
-        pointer: dict[str, Any] = {"format": STORE_FORMAT, "generation": generation}
-        if checksums:
-            pointer["crc32"] = checksums
-        write_atomic(self.root / "CURRENT", json.dumps(pointer).encode() + b"\n")
+        write_atomic(self.root / "CURRENT", pointer(generation, checksums))
         fsync_dir(self.root)
         self.format = STORE_FORMAT
 
@@ -323,18 +357,36 @@ class Journal:
             )
 
     def write_generation(self, record: dict[str, Any], matrix: Vector) -> None:
-        """Write a snapshot as the next generation and switch to it (the compaction)."""
+        """Write a snapshot as the next generation and switch to it (the compaction).
+
+        Until ``CURRENT`` is renamed nothing refers to the new generation's files, so a failure
+        before that (a full disk) removes them, temp files included, and the store goes on
+        from the generation it had.
+        """
         generation = self.generation + 1
-        vectors = _CrcWriter.save(self._name("vectors", generation), matrix)
-        body = json.dumps(record, separators=(",", ":"), allow_nan=False).encode("ascii")
-        write_atomic(self._name("snapshot", generation), body)
-        self._create_wal(generation)
-        checksums = {"snapshot": crc32_hex(body), "vectors": f"{vectors.crc:08x}"}
-        self._point_to(generation, checksums)
-        self.checksums = checksums
+        try:
+            vectors = _CrcWriter.save(self._name("vectors", generation), matrix)
+            body = json.dumps(record, separators=(",", ":"), allow_nan=False).encode("ascii")
+            write_atomic(self._name("snapshot", generation), body)
+            self._create_wal(generation)
+            checksums = {"snapshot": crc32_hex(body), "vectors": f"{vectors.crc:08x}"}
+            write_atomic(self.root / "CURRENT", pointer(generation, checksums))  # the switch
+        except Exception:  # not KeyboardInterrupt: it may come just after the switch
+            self._remove_generation(generation)
+            raise
+        fsync_dir(self.root)
+        self.format, self.checksums = STORE_FORMAT, checksums
         self.open_wal(generation)
         self.snapshot_bytes = len(body) + vectors.size
         self.remove_stale()
+
+    def _remove_generation(self, generation: int) -> None:
+        """Delete the files of a generation that ``CURRENT`` does not name, and their temp files."""
+        for kind in ("vectors", "snapshot", "wal"):
+            path = self._name(kind, generation)
+            for leftover in (path, path.with_name(path.name + ".tmp")):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
 
     def remove_stale(self) -> None:
         """Delete files of other generations and leftover temp files (exclusive lock)."""

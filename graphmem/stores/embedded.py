@@ -11,9 +11,12 @@ write-ahead log and fsyncs it before returning, so an acknowledged write survive
 or a power cut. When the log outgrows both ``compact_bytes`` and the last snapshot (or on
 :meth:`EmbeddedStore.compact`) the state is written as a snapshot of the next generation (temp
 file, fsync, atomic rename, then the ``CURRENT`` pointer; see ``_journal``). Opening loads the
-snapshot and replays the log, verifying every checksum; a torn last line (a writer killed
-mid-append, never acknowledged) is cut off, while damage before intact records is refused as
-corruption (``graphmem store check|repair``, see ``_check``).
+snapshot and replays the log, verifying every checksum. An unfinished last line (no newline
+yet: a writer killed mid-append, never acknowledged) is cut off; a whole line that fails its
+checksum, the last one included, is corruption: the open is refused in one line naming the file
+and byte offset, nothing on disk changes, and ``graphmem store repair`` is the way to cut it
+(see ``_check``). A compaction that fails (a full disk) leaves no files behind and the write
+that triggered it stands.
 
 Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
 ``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
@@ -138,6 +141,7 @@ class EmbeddedStore(MemoryStore):
                     journal.initialise()
                     self._journal = journal
                     self._catch_up(exclusive=True)
+                    journal.upgrade()
                     journal.remove_stale()
             except BaseException:
                 self._journal = None
@@ -207,9 +211,10 @@ class EmbeddedStore(MemoryStore):
     def _catch_up(self, *, exclusive: bool) -> None:
         """Apply what other processes committed since this one last looked.
 
-        Every record's checksum is verified first. A damaged last record is a write that never
-        finished (its writer died before acknowledging it) and is cut off; a damaged record
-        with intact ones after it is corruption, refused in one line naming file and offset.
+        Every record's checksum is verified first. Bytes after the last newline are a write
+        that never finished (its writer died before acknowledging it) and are cut off; a whole
+        line that does not check is corruption wherever it is, refused in one line naming file
+        and offset, with the log left as it is for ``graphmem store check|repair``.
         """
         journal = self._journal
         assert journal is not None
@@ -282,7 +287,10 @@ class EmbeddedStore(MemoryStore):
     def _compact_locked(self) -> None:
         assert self._journal is not None
         record, matrix = self._state.snapshot()
-        self._journal.write_generation(record, matrix)
+        try:
+            self._journal.write_generation(record, matrix)
+        except OSError as e:
+            raise StoreError(f"cannot compact the store {self.path}: {e.strerror}") from e
 
     def close(self) -> None:
         with self._mutex:

@@ -114,15 +114,69 @@ def test_every_command_on_a_corrupt_store_fails_in_one_line(
     assert main(["store", "check"]) == 1  # the directory comes from GRAPHMEM_STORE
 
 
-def test_a_damaged_last_record_is_cut_and_earlier_ones_kept(tmp_path: Path) -> None:
+def damage_last_record(wal: Path, where: str) -> int:
+    """Flip one byte of the log's last (complete, fsynced) record: a letter of its content, a
+    digit of its checksum, or its closing newline. Returns the record's offset."""
+    data = bytearray(wal.read_bytes())
+    start = record_starts(wal)[-1]
+    if where == "content":
+        return flip_content(wal, len(record_starts(wal)) - 1)
+    at = {"checksum": start, "newline": len(data) - 1}[where]
+    data[at] = ord("0") if data[at] != ord("0") else ord("1")
+    wal.write_bytes(bytes(data))
+    return start
+
+
+def files_of(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir()) if p.name != "lock"}
+
+
+@pytest.mark.parametrize("where", ["content", "checksum", "newline"])
+def test_a_flipped_byte_in_the_last_complete_record_is_refused_not_dropped(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
+    # An acknowledged write is corruption when damaged, not an unfinished write: opening must
+    # refuse it (naming file and offset) and change nothing, never drop it quietly.
     path = tmp_path / "store"
     exports = build(path, 4)  # 4 upserts + 1 credit: the last record is n3's upsert
     wal = wal_of(path)
+    whole = wal.read_bytes()
     starts = record_starts(wal)
-    flip_content(wal, len(starts) - 1)
+    offset = damage_last_record(wal, where)
+    assert offset == starts[-1]
+    damaged = files_of(path)
+    with pytest.raises(StoreError) as excinfo:
+        EmbeddedStore.open(path)
+    message = one_line_error(excinfo)
+    assert f"the store's log {wal} is corrupt at byte {offset} (" in message
+    assert f"graphmem store repair {path}" in message
+    assert files_of(path) == damaged  # the damaged bytes are kept, nothing else was written
+
+    monkeypatch.setenv("GRAPHMEM_STORE", str(path))
+    monkeypatch.delenv("GRAPHMEM_NEO4J_URI", raising=False)
+    assert main(["stats"]) == 2  # a read-only command refuses too
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{wal} is corrupt at byte {offset}" in err
+    assert files_of(path) == damaged
+
+    assert main(["store", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"damaged: the store's log {wal} is corrupt at byte {offset}" in out
+    assert f"{len(starts) - 1} intact log records" in out
+    assert files_of(path) == damaged
+
+    assert main(["store", "repair", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert f"kept {len(starts) - 1} records, dropped 1 ({len(whole) - offset} bytes)" in out
+    (backup,) = path.glob("wal-*.jsonl.corrupt-*")
+    assert backup.read_bytes() == damaged[wal.name][offset:]
+    assert wal.read_bytes() == whole[:offset]
+    assert main(["store", "check", str(path)]) == 0
     with EmbeddedStore.open(path) as store:
-        assert export(store) == exports[3]
-    assert wal.stat().st_size == starts[-1]
+        assert export(store) == exports[3]  # n3's upsert is gone, as the repair said
 
 
 def test_check_and_repair_cut_the_log_back_to_the_last_intact_record(
@@ -216,6 +270,22 @@ def test_a_format_1_store_without_checksums_still_loads_and_is_upgraded(tmp_path
     assert lines[0].startswith(b"{") and not lines[-1].startswith(b"{")
     with EmbeddedStore.open(path) as store:
         assert export(store) == after
+
+
+def test_a_format_1_store_with_a_garbled_last_line_is_refused_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "store"
+    build(path, 2)
+    wal = wal_of(path)
+    legacy = b"".join(line[9:] for line in wal.read_bytes().splitlines(keepends=True))
+    wal.write_bytes(legacy + b'{"put": [{"id": "n9"\n')  # a whole line, but not JSON
+    (path / "CURRENT").write_text('{"format": "graphmem-embedded/1", "generation": 0}\n')
+    before = files_of(path)
+    with pytest.raises(StoreError) as excinfo:
+        EmbeddedStore.open(path)
+    assert f"{wal} is corrupt at byte {len(legacy)} (bad change record" in one_line_error(excinfo)
+    assert files_of(path) == before  # not even the pointer was moved to format 2
 
 
 # ---- snapshots and vectors ----------------------------------------------------------------
