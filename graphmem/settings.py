@@ -6,6 +6,7 @@
 | ``GRAPHMEM_NEO4J_URI`` | use Neo4j at this URI (``bolt://`` or ``neo4j://``) | unset: embedded |
 | ``GRAPHMEM_NEO4J_USER`` / ``GRAPHMEM_NEO4J_PASSWORD`` | Neo4j credentials | ``neo4j`` / unset |
 | ``GRAPHMEM_NEO4J_DATABASE`` | Neo4j database | ``neo4j`` |
+| ``GRAPHMEM_NEO4J_RETRY_S`` | seconds a failed Neo4j transaction is retried (restarts) | ``120`` |
 | ``GRAPHMEM_EMBEDDER`` | ``minilm`` (offline all-MiniLM-L6-v2) or ``hashing`` | ``minilm`` |
 | ``GRAPHMEM_LLM_BASE_URL`` | OpenAI-compatible endpoint for the LLM steps | unset: fallbacks |
 | ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY`` | model name / key (or ``OPENAI_API_KEY``) | |
@@ -18,6 +19,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -73,6 +75,19 @@ def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+def _retry_s(text: str) -> float:
+    """``GRAPHMEM_NEO4J_RETRY_S``: seconds, positive and finite (default 120)."""
+    if not text.strip():
+        return 120.0
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0 < value < math.inf):
+        raise ConfigError(f"GRAPHMEM_NEO4J_RETRY_S must be a positive number, not {text[:40]!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Settings:
     store_path: Path = Path("graphmem-data")
@@ -80,6 +95,7 @@ class Settings:
     neo4j_user: str = "neo4j"
     neo4j_password: str | None = field(default=None, repr=False)
     neo4j_database: str = "neo4j"
+    neo4j_retry_s: float = 120.0
     embedder: str = "minilm"
     llm_base_url: str | None = None
     llm_model: str | None = None
@@ -102,6 +118,7 @@ class Settings:
             neo4j_user=e.get("GRAPHMEM_NEO4J_USER", "neo4j"),
             neo4j_password=e.get("GRAPHMEM_NEO4J_PASSWORD") or None,
             neo4j_database=e.get("GRAPHMEM_NEO4J_DATABASE", "neo4j"),
+            neo4j_retry_s=_retry_s(e.get("GRAPHMEM_NEO4J_RETRY_S", "")),
             embedder=embedder,
             llm_base_url=e.get("GRAPHMEM_LLM_BASE_URL") or None,
             llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
@@ -128,6 +145,7 @@ class Settings:
                 user=self.neo4j_user,
                 password=self.neo4j_password,
                 database=self.neo4j_database,
+                retry_for=self.neo4j_retry_s,
             )
         from graphmem.stores.embedded import EmbeddedStore
 

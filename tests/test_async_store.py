@@ -424,6 +424,38 @@ def test_from_uri_connects_and_reports_a_dead_server() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.neo4j
+def test_more_coroutines_than_the_pool_holds_wait_their_turn(namespace: str) -> None:
+    """LangGraph's ``large_batches_async`` gathers 6,000 coroutines; on Neo4j the last of them
+    waited longer than the pool's acquisition timeout and failed (issue 30). The same here in
+    small: a pool of 3 connections, a 0.5 s acquisition timeout and 600 coroutines, which the
+    store admits at most 3 at a time (its sessions follow the pool size)."""
+    import os
+
+    uri = os.environ["GRAPHMEM_NEO4J_URI"]
+    password = os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None
+    notes = [_note(namespace, f"n{i}", [1.0, float(i)]) for i in range(200)]
+
+    async def main() -> list[Any]:
+        async with await AsyncNeo4jStore.from_uri(
+            uri, "neo4j", password, max_connection_pool_size=3, connection_acquisition_timeout=0.5
+        ) as store:
+            work: list[Awaitable[Any]] = []
+            for note in notes:
+                work += [
+                    store.upsert([note]),
+                    store.get_many(namespace, [note.id]),
+                    store.recall(namespace, note.embedding or [], 3),
+                ]
+            results = list(await asyncio.gather(*work, return_exceptions=True))
+            assert len(await store.get_many(namespace, [n.id for n in notes])) == len(notes)
+            return results
+
+    results = asyncio.run(main())
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, f"{len(errors)} of {len(results)} failed; first: {errors[0]!r}"
+
+
 # ---- the conformance suite, through an event loop -------------------------------------------
 
 

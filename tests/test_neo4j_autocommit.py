@@ -231,3 +231,56 @@ def test_driver_releases_that_stall_concurrent_reads_are_named_once(
     assert "6.4.1" in record.getMessage() and "pip install" in record.getMessage()
     # The driver this project installs is not one of them (constraints.txt pins it).
     assert not neo4j_ops.faulty_driver()
+
+
+class GivingUpSession(FlakySession):
+    """A blocking session whose managed writes fail as the driver reports a retry window spent
+    while the server is away (ServiceUnavailable), ``errors`` times, then commit."""
+
+    def execute_write(self, transaction_function: Any) -> Any:
+        self.sent.append("write")
+        if self.errors:
+            raise self.errors.pop(0)
+        return "committed"
+
+
+def test_a_write_the_driver_gave_up_on_is_run_again_until_the_window_ends(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 30: the driver retries a managed write for 30 s, shorter than a restart."""
+    from neo4j.exceptions import ServiceUnavailable
+
+    async def body(tx: Tx) -> None:
+        return None
+
+    session = GivingUpSession([ServiceUnavailable("restarting")] * 4)
+    assert neo4j_tx.drive(SyncSession(session).write(body)) == "committed"  # type: ignore[arg-type]
+    assert session.sent == ["write"] * 5
+    # A window already spent: the driver's error is raised, not retried.
+    session = GivingUpSession([ServiceUnavailable("restarting")] * 4)
+    with pytest.raises(ServiceUnavailable):
+        neo4j_tx.drive(SyncSession(session, retry_for=0.0).write(body))  # type: ignore[arg-type]
+    # An error not worth retrying is raised at once.
+    session = GivingUpSession([ClientError("bad statement")])
+    with pytest.raises(ClientError):
+        neo4j_tx.drive(SyncSession(session).write(body))  # type: ignore[arg-type]
+    assert session.sent == ["write"]
+
+
+def test_the_retry_window_outlasts_a_restart_and_is_configurable() -> None:
+    from graphmem.errors import ConfigError
+    from graphmem.settings import Settings
+    from graphmem.stores.neo4j_tx import RETRY_FOR_S, retry_window
+
+    assert RETRY_FOR_S >= 90  # a restart of 90 s is survived with the defaults
+    assert retry_window(None, {}) == RETRY_FOR_S
+    assert retry_window(None, {"max_transaction_retry_time": 2.0}) == 2.0
+    assert retry_window(300, {"max_transaction_retry_time": 2.0}) == 300.0
+    for bad in (0, -1, float("inf"), float("nan"), "60", True):
+        with pytest.raises(ConfigError, match="retry window"):
+            retry_window(bad, {})
+    assert Settings.from_env({}).neo4j_retry_s == RETRY_FOR_S
+    assert Settings.from_env({"GRAPHMEM_NEO4J_RETRY_S": "300"}).neo4j_retry_s == 300.0
+    for bad in ("0", "-5", "soon", "inf", "nan"):
+        with pytest.raises(ConfigError, match="GRAPHMEM_NEO4J_RETRY_S"):
+            Settings.from_env({"GRAPHMEM_NEO4J_RETRY_S": bad})

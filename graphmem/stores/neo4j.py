@@ -41,7 +41,12 @@ with needs_extra("neo4j", "the Neo4j store"):
     from graphmem.stores import neo4j_ops as ops
     from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
     from graphmem.stores.neo4j_recall import IndexMode
-    from graphmem.stores.neo4j_tx import Session, SyncSession, reason
+    from graphmem.stores.neo4j_tx import (
+        Session,
+        SyncSession,
+        reason,
+        retry_window,
+    )
     from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
 
 if TYPE_CHECKING:
@@ -62,6 +67,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         super().__init__(database)
         self._driver = driver
         self._async_driver: Callable[[], neo4j.AsyncDriver] | None = None
+        self._async_sessions: int | None = None  # the pool size from_uri was given
 
     @classmethod
     def from_uri(
@@ -70,14 +76,21 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         user: str = "neo4j",
         password: str | None = None,
         database: str | None = None,
+        *,
+        retry_for: float | None = None,
         **driver_config: Any,
     ) -> Neo4jStore:
         """Connect to ``uri`` (``bolt://`` or ``neo4j://``), check it answers, own the driver.
 
         No password means no authentication. Errors say what to change and never show a
-        password (credentials in the URI itself are refused, and redacted).
+        password (credentials in the URI itself are refused, and redacted). A transaction
+        failing on an error worth retrying (the server restarting, a deadlock) is retried for
+        ``retry_for`` seconds: by default the driver's ``max_transaction_retry_time`` if given,
+        else a window long enough for an ordinary restart (see :func:`~graphmem.stores.
+        neo4j_tx.retry_window`).
         """
         check_neo4j_uri(uri)
+        window = retry_window(retry_for, driver_config)
         shown = redact_uri(uri)
         auth = (user, password) if password is not None else None
         try:
@@ -91,11 +104,13 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
             raise ops.connection_error(e, shown, user) from e
         store = cls(driver, database=database)
         store._owns_driver = True
+        store._retry_for = window
         # A closure, not a stored tuple: the password is kept no more visibly than the driver
         # keeps it.
         store._async_driver = lambda: neo4j.AsyncGraphDatabase.driver(
             uri, auth=auth, **driver_config
         )
+        store._async_sessions = ops.sessions_for(driver_config)
         return store
 
     @property
@@ -142,7 +157,10 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
                 "open_async needs a store made by Neo4jStore.from_uri; with an injected driver, "
                 "use AsyncNeo4jStore(neo4j.AsyncGraphDatabase.driver(...))"
             )
-        store = AsyncNeo4jStore(self._async_driver(), database=self._database)
+        store = AsyncNeo4jStore(
+            self._async_driver(), database=self._database, max_sessions=self._async_sessions
+        )
+        store._retry_for = self._retry_for
         store._owns_driver = True
         return store
 
@@ -164,7 +182,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
     async def _open(self, *, read_only: bool = False) -> AsyncIterator[Session]:
         # Runs only under drive(): the blocking session never suspends the coroutine.
         with self._session(read_only=read_only) as session:
-            yield SyncSession(session)
+            yield SyncSession(session, self._retry_for)
 
     def _index_mode(self, dimension: int) -> IndexMode:
         return drive(ops.index_mode(self, dimension))

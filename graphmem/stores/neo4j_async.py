@@ -20,6 +20,7 @@ loop, and close it there.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -37,7 +38,12 @@ with needs_extra("neo4j", "the async Neo4j store"):
     from graphmem.stores import neo4j_embedders as embedders
     from graphmem.stores import neo4j_ops as ops
     from graphmem.stores.base import Direction, EpisodeCredit, Recall
-    from graphmem.stores.neo4j_tx import AsyncSession, Session, reason
+    from graphmem.stores.neo4j_tx import (
+        AsyncSession,
+        Session,
+        reason,
+        retry_window,
+    )
     from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
 
 
@@ -48,9 +54,22 @@ class AsyncNeo4jStore(ops.Neo4jBase):
     :meth:`from_uri` (or :meth:`Neo4jStore.open_async`) to let the store own one.
     """
 
-    def __init__(self, driver: neo4j.AsyncDriver, *, database: str | None = None) -> None:
+    def __init__(
+        self,
+        driver: neo4j.AsyncDriver,
+        *,
+        database: str | None = None,
+        max_sessions: int | None = None,
+    ) -> None:
         super().__init__(database)
         self._driver = driver
+        if max_sessions is None:
+            max_sessions = ops.MAX_SESSIONS
+        if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+            raise ConfigError(f"max_sessions must be a positive integer, not {max_sessions!r}")
+        # Backpressure: thousands of coroutines gathered at once wait here, without a deadline,
+        # rather than in the driver's pool, whose acquisition timeout (60 s) fails the last.
+        self._sessions = asyncio.Semaphore(max_sessions)
 
     @classmethod
     async def from_uri(
@@ -59,10 +78,14 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         user: str = "neo4j",
         password: str | None = None,
         database: str | None = None,
+        *,
+        retry_for: float | None = None,
         **driver_config: Any,
     ) -> AsyncNeo4jStore:
-        """Connect to ``uri``, check it answers, own the driver (as :meth:`Neo4jStore.from_uri`)."""
+        """Connect to ``uri``, check it answers, own the driver (as :meth:`Neo4jStore.from_uri`,
+        ``retry_for`` included)."""
         check_neo4j_uri(uri)
+        window = retry_window(retry_for, driver_config)
         shown = redact_uri(uri)
         auth = (user, password) if password is not None else None
         try:
@@ -74,8 +97,9 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         except (DriverError, Neo4jError, OSError, ValueError) as e:
             await driver.close()
             raise ops.connection_error(e, shown, user) from e
-        store = cls(driver, database=database)
+        store = cls(driver, database=database, max_sessions=ops.sessions_for(driver_config))
         store._owns_driver = True
+        store._retry_for = window
         return store
 
     @property
@@ -94,13 +118,16 @@ class AsyncNeo4jStore(ops.Neo4jBase):
             raise StoreError("the Neo4j store is closed")
         # One bookmark manager for every session: reads see this store's earlier writes even
         # when a cluster routes them to another member.
-        async with self._driver.session(
-            database=self._database,
-            bookmark_manager=self._driver.execute_query_bookmark_manager,
-            notifications_min_severity="OFF",
-            default_access_mode=neo4j.READ_ACCESS if read_only else neo4j.WRITE_ACCESS,
-        ) as session:
-            yield AsyncSession(session)
+        async with (
+            self._sessions,
+            self._driver.session(
+                database=self._database,
+                bookmark_manager=self._driver.execute_query_bookmark_manager,
+                notifications_min_severity="OFF",
+                default_access_mode=neo4j.READ_ACCESS if read_only else neo4j.WRITE_ACCESS,
+            ) as session,
+        ):
+            yield AsyncSession(session, self._retry_for)
 
     async def ensure_constraints(self) -> None:
         """Make sure the uniqueness constraints exist (as :meth:`Neo4jStore.ensure_constraints`)."""

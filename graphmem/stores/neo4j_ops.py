@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from functools import partial
@@ -104,12 +104,28 @@ def faulty_driver(version: str = neo4j.__version__) -> bool:
 _warned: list[str] = []
 
 
+MAX_SESSIONS = 100
+"""How many sessions one async store holds at once by default, the driver's default pool size
+(``from_uri`` follows ``max_connection_pool_size``): more coroutines wait their turn in the
+store (no deadline) instead of in the pool, whose 60 s acquisition timeout failed the last of
+6,000 gathered at once."""
+
+
+def sessions_for(driver_config: Mapping[str, Any]) -> int:
+    """The sessions an async store made with ``driver_config`` holds at once: the pool's size
+    when it is a positive number, else :data:`MAX_SESSIONS`."""
+    pool = driver_config.get("max_connection_pool_size")
+    positive = isinstance(pool, int) and not isinstance(pool, bool) and pool > 0
+    return pool if positive else MAX_SESSIONS  # type: ignore[return-value]
+
+
 class Neo4jBase(ABC):
     """What both Neo4j stores share: sessions, error wrapping and what they cache."""
 
     def __init__(self, database: str | None) -> None:
         faulty_driver()
         self._database = database
+        self._retry_for: float | None = None  # None: RETRY_FOR_S; from_uri sets its window
         self._owns_driver = False
         self._closed = False
         self._dimension: int | None = None

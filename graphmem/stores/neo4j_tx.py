@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any, Final, Protocol, TypeVar
 
 import neo4j
@@ -66,8 +66,47 @@ class Session(Protocol):
         ...
 
 
-RETRY_FOR_S = 30.0
-"""How long a read-only auto-commit body is retried (the driver's default for managed ones)."""
+RETRY_FOR_S = 120.0
+"""How long a failed transaction is retried by default, reads and writes. The driver retries a
+managed write for ``max_transaction_retry_time`` (30 s by default), shorter than an ordinary
+restart (a 5.26 restart under load took ~60 s), so a batch written across a restart failed;
+the sessions here run a write the driver gave up on again, and retry reads themselves, until
+this window ends: it outlasts a 90 s outage (tested). A store takes another window as
+``retry_for`` (``GRAPHMEM_NEO4J_RETRY_S``)."""
+
+MAX_RETRY_DELAY_S: Final = 8.0
+"""The longest wait between two tries: a server back from a restart is used within seconds,
+not after an exponential backoff has grown to a minute."""
+
+
+def retry_window(retry_for: object, driver_config: Mapping[str, Any]) -> float:
+    """The retry window of a store made by ``from_uri``: ``retry_for``, else the driver's
+    ``max_transaction_retry_time`` if the caller set one, else :data:`RETRY_FOR_S`. A window
+    that is not a positive finite number of seconds is a ConfigError."""
+    from graphmem.errors import ConfigError
+
+    if retry_for is None:
+        retry_for = driver_config.get("max_transaction_retry_time", RETRY_FOR_S)
+    if isinstance(retry_for, bool) or not isinstance(retry_for, int | float):
+        raise ConfigError(f"the Neo4j retry window must be a number of seconds, not {retry_for!r}")
+    if not (0 < retry_for < float("inf")):
+        raise ConfigError(f"the Neo4j retry window must be positive and finite, not {retry_for!r}")
+    return float(retry_for)
+
+
+def next_try(
+    e: BaseException, races: Iterator[float], delays: Iterator[float], deadline: float
+) -> float:
+    """The wait before running a failed body again, or ``e`` raised when it is not worth it: a
+    lost delete race is re-run after a short wait; an error the driver calls retryable after
+    the next backoff delay (at most :data:`MAX_RETRY_DELAY_S`) if that ends before
+    ``deadline``."""
+    if lost_a_delete_race(e) and (race := next(races, None)) is not None:
+        return race
+    delay = min(next(delays), MAX_RETRY_DELAY_S)
+    if not worth_retrying(e, delay, deadline):
+        raise e
+    return delay
 
 
 def retry_delays(first: float = 1.0, factor: float = 2.0, jitter: float = 0.2) -> Iterator[float]:
@@ -197,39 +236,36 @@ class SyncAutoTx:
 class SyncSession:
     """:class:`Session` over a blocking ``neo4j.Session``."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_retry_for", "_session")
 
-    def __init__(self, session: neo4j.Session) -> None:
+    def __init__(self, session: neo4j.Session, retry_for: float | None = None) -> None:
         self._session = session
+        self._retry_for = retry_for
 
     async def read(self, work: Work[T]) -> T:
         return self._session.execute_read(sync_work(work))
 
     async def write(self, work: Work[T]) -> T:
-        for delay in race_delays():
+        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        races, delays = race_delays(), retry_delays()
+        while True:
             try:
                 return self._session.execute_write(sync_work(work))
             except (DriverError, Neo4jError) as e:  # DriverError: a ResultFailedError wrapping it
-                if not lost_a_delete_race(e):
-                    raise
+                delay = next_try(e, races, delays, deadline)
             time.sleep(delay)
-        return self._session.execute_write(sync_work(work))
 
     async def read_autocommit(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + RETRY_FOR_S
-        races, torn = race_delays(), iter(TORN_DELAYS)
-        for delay in retry_delays():
+        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
+        while True:
             try:
                 return drive(work(SyncAutoTx(self._session)))
             except TornRead as e:
                 delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
-                if lost_a_delete_race(e) and (race := next(races, None)) is not None:
-                    delay = race
-                elif not worth_retrying(e, delay, deadline):
-                    raise
+                delay = next_try(e, races, delays, deadline)
             time.sleep(delay)
-        raise AssertionError("unreachable: retry_delays() never ends")
 
 
 # ---- the async driver ------------------------------------------------------------------------
@@ -269,39 +305,36 @@ class AsyncAutoTx:
 class AsyncSession:
     """:class:`Session` over a ``neo4j.AsyncSession``."""
 
-    __slots__ = ("_session",)
+    __slots__ = ("_retry_for", "_session")
 
-    def __init__(self, session: neo4j.AsyncSession) -> None:
+    def __init__(self, session: neo4j.AsyncSession, retry_for: float | None = None) -> None:
         self._session = session
+        self._retry_for = retry_for
 
     async def read(self, work: Work[T]) -> T:
         return await self._session.execute_read(async_work(work))
 
     async def write(self, work: Work[T]) -> T:
-        for delay in race_delays():
+        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        races, delays = race_delays(), retry_delays()
+        while True:
             try:
                 return await self._session.execute_write(async_work(work))
             except (DriverError, Neo4jError) as e:  # DriverError: a ResultFailedError wrapping it
-                if not lost_a_delete_race(e):
-                    raise
+                delay = next_try(e, races, delays, deadline)
             await asyncio.sleep(delay)
-        return await self._session.execute_write(async_work(work))
 
     async def read_autocommit(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + RETRY_FOR_S
-        races, torn = race_delays(), iter(TORN_DELAYS)
-        for delay in retry_delays():
+        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
+        while True:
             try:
                 return await work(AsyncAutoTx(self._session))
             except TornRead as e:
                 delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
-                if lost_a_delete_race(e) and (race := next(races, None)) is not None:
-                    delay = race
-                elif not worth_retrying(e, delay, deadline):
-                    raise
+                delay = next_try(e, races, delays, deadline)
             await asyncio.sleep(delay)
-        raise AssertionError("unreachable: retry_delays() never ends")
 
 
 # ---- errors ----------------------------------------------------------------------------------

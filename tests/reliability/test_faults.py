@@ -214,3 +214,71 @@ def test_neo4j_killed_mid_run_and_restarted_loses_no_acknowledged_write(
         with contextlib.suppress(StoreError):
             store.delete(namespace, list(found))
         store.close()
+
+
+# ---- Neo4j: a restart of about 90 s under a batch, with default settings -----------------------
+
+OUTAGE_BEFORE_START_S = 75.0
+"""The server stays down this long before it is started again; with the start itself (12-40 s
+here) the batch meets an outage of about 90 s, three times the driver's own retry window."""
+
+
+def test_a_batch_written_across_a_90_s_restart_succeeds_with_default_settings(
+    private_neo4j: PrivateServer, namespace: str
+) -> None:
+    """Issue 30: with the driver's 30 s retry window, a 200-put batch failed across a restart."""
+    import threading
+
+    from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j_tx import RETRY_FOR_S
+
+    def batch(b: int) -> list[Note]:
+        return [
+            Note(
+                id=f"b{b}-{i}",
+                namespace=namespace,
+                content=f"batch {b} note {i}",
+                embedding=[1.0, float(i + 1), *([0.0] * (SERVER_DIM - 2))],
+            )
+            for i in range(200)
+        ]
+
+    server: Any = private_neo4j.server
+    store = Neo4jStore.from_uri(private_neo4j.uri, "neo4j", private_neo4j.password)  # defaults
+    try:
+        store.upsert(batch(0))
+        pid = server.running_pid()
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        while server.running_pid() is not None:
+            time.sleep(0.05)
+        down = time.monotonic()
+        outcome: dict[str, Any] = {}
+
+        def write() -> None:
+            try:
+                store.upsert(batch(1))
+                outcome["done"] = time.monotonic()
+            except BaseException as e:  # the test's finding
+                outcome["error"] = e
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        time.sleep(OUTAGE_BEFORE_START_S)
+        assert writer.is_alive() and not outcome, outcome  # still retrying, not failed
+        restarted = server.start(private_neo4j.password, timeout=300)
+        up = time.monotonic()
+        writer.join(timeout=RETRY_FOR_S)
+        assert not writer.is_alive(), "the batch did not finish after the restart"
+        assert "error" not in outcome, f"the batch failed: {outcome['error']!r}"
+        assert {m.id for m in store.iter_nodes(namespace)} == {
+            m.id for b in (0, 1) for m in batch(b)
+        }
+        print(
+            f"\nneo4j restart under a batch: server down {up - down:.1f}s (start took "
+            f"{restarted.seconds:.1f}s), batch done {outcome['done'] - up:.1f}s after it was up"
+        )
+    finally:
+        with contextlib.suppress(StoreError):
+            store.delete(namespace, [m.id for b in (0, 1) for m in batch(b)])
+        store.close()
