@@ -1,7 +1,8 @@
 """One error root, specific leaves.
 
-Every error graphmem raises on purpose is a :class:`GraphmemError`. Errors caused by the
-caller's input also subclass :class:`ValueError`, so ``except ValueError`` keeps working.
+Every error graphmem raises on purpose is a :class:`GraphmemError`, itself a
+:class:`RuntimeError` (see there why). Errors caused by the caller's input also subclass
+:class:`ValueError`, so ``except ValueError`` keeps working.
 Driver and I/O errors are wrapped ``from e`` so the original stays visible to debuggers while
 users see one clear line.
 """
@@ -9,8 +10,16 @@ users see one clear line.
 from __future__ import annotations
 
 
-class GraphmemError(Exception):
-    """Root of every error graphmem raises on purpose."""
+class GraphmemError(RuntimeError):
+    """Root of every error graphmem raises on purpose.
+
+    A :class:`RuntimeError`, so that LangGraph Server hands a served run's error message to the
+    HTTP client: it passes on the message of a ValueError, KeyError, RuntimeError and a few more,
+    and replaces any other's with "An internal error occurred". It is still caught by ``except
+    GraphmemError``, by ``except Exception`` and by its own class; LangGraph's default
+    ``RetryPolicy`` does not retry it (as with ValueError): what is transient, the stores and the
+    LLM steps retry themselves.
+    """
 
 
 class InvalidInput(GraphmemError, ValueError):

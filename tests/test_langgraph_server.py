@@ -47,9 +47,13 @@ class Server:
         self.log = log
         self.client: SyncLangGraphClient = get_sync_client(url=url)
 
-    def run(self, graph: str, payload: dict[str, Any], **context: Any) -> dict[str, Any]:
+    def run(
+        self, graph: str, payload: dict[str, Any], *, thread: str | None = None, **context: Any
+    ) -> dict[str, Any]:
+        """One run of ``graph`` (on ``thread`` when given, else a thread of its own); a failed
+        run comes back as ``{"__error__": {"error": class name, "message": ...}}``."""
         out = self.client.runs.wait(
-            None, graph, input=payload, context=context or None, raise_error=False
+            thread, graph, input=payload, context=context or None, raise_error=False
         )
         assert isinstance(out, dict)
         return out
@@ -227,3 +231,48 @@ def test_served_memory_is_the_configured_store(server: Server) -> None:
         assert "store-check" in store.namespaces()
     finally:
         store.close()
+
+
+# ---- what a client sees when something is wrong (issue 30) ---------------------------------
+
+
+def test_every_graphmem_error_reaches_the_client_with_its_message() -> None:
+    """LangGraph Server shows an error's message only for some classes (ValueError, KeyError,
+    RuntimeError, ...) and "An internal error occurred" for the rest: every GraphmemError,
+    including those defined outside graphmem.errors, must be one it shows."""
+    import importlib
+    import pkgutil
+
+    from langgraph_api.serde import default
+
+    import graphmem
+    from graphmem.errors import GraphmemError
+
+    for module in pkgutil.walk_packages(graphmem.__path__, "graphmem."):
+        if module.name.endswith("__main__"):
+            continue
+        try:
+            importlib.import_module(module.name)
+        except ImportError:  # an extra that is not installed: its errors cannot be raised
+            continue
+    classes: list[type[GraphmemError]] = []
+    todo: list[type[GraphmemError]] = [GraphmemError]
+    while todo:
+        cls = todo.pop()
+        classes.append(cls)
+        todo.extend(cls.__subclasses__())
+    assert {"StoreError", "StoreLocked", "LLMError", "EpisodeFinished", "EnvError"} <= {
+        c.__name__ for c in classes
+    }
+    built = {
+        "EmptyContent": ("query",),
+        "DimensionMismatch": (384, 768),
+        "EmbedderMismatch": ("ns", "hashing", "minilm"),
+        "MemoryNotFound": ("m-1", "ns"),
+        "ImportFormatError": (3, "not JSON"),
+        "EpisodeFinished": ("e-1", "ns", 1.0, 0.0),
+    }
+    for cls in classes:
+        error = cls(*built.get(cls.__name__, ("why it failed",)))
+        assert default(error) == {"error": cls.__name__, "message": str(error)}, cls
+        assert str(error) != "An internal error occurred"
