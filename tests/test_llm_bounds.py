@@ -22,8 +22,10 @@ from graphmem.llm import MemoryLLM, ops, parse_json_object
 from graphmem.llm.client import InvalidOutput
 
 DEADLINE = 1.5
-SLACK = 0.4
-"""Seconds allowed on top of 10 % of the deadlines: Python, the SDK and a busy two-core box."""
+SLACK = 1.5
+"""Seconds allowed on top of 10 % of the deadlines: Python, the SDK and a busy two-core box
+(0.4 s failed once at 4.69 s for two 1.5 s requests on a box running two test suites at once).
+Every fault bounded here runs unbounded for 30 s or more, far beyond this."""
 KEY = "sk-test-bounds-0123456789"
 
 
