@@ -18,7 +18,7 @@ from trajectories import TEA_TRAJECTORY as TRAJECTORY
 from graphmem.agents import Decision, Observation, StepResult
 from graphmem.config import RetrievalConfig
 from graphmem.embedding import HashingEmbedder
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, EpisodeFinished
 from graphmem.flows import (
     AgentContext,
     MemoryContext,
@@ -97,9 +97,12 @@ def test_update_credits_the_episode_and_reflects(
     for memory_id in out["new_memory_ids"]:
         assert mem.get(namespace, memory_id).kind in ("Note", "Procedure", "Tip")
     assert isinstance(out["update"], dict)
-    # Running it again does not credit the finished episode twice.
-    again = update.invoke({"episode_id": retrieved["episode_id"], "reward": 1.0}, context=ctx)
-    assert again["q_updates"] == {} and mem.get(namespace, proc_id).q == pytest.approx(0.45)
+    # The finished episode is not credited twice: the same reward replays, another is refused.
+    again = update.invoke({"episode_id": retrieved["episode_id"], "reward": 0.0}, context=ctx)
+    assert again["q_updates"] == {proc_id: pytest.approx(0.45)}
+    with pytest.raises(EpisodeFinished, match=r"a different reward \(1\) is refused"):
+        update.invoke({"episode_id": retrieved["episode_id"], "reward": 1.0}, context=ctx)
+    assert mem.get(namespace, proc_id).q == pytest.approx(0.45)
 
 
 def test_evolve_links_new_memories(mem: GraphMemory, ctx: MemoryContext, namespace: str) -> None:

@@ -236,6 +236,27 @@ def test_served_memory_is_the_configured_store(server: Server) -> None:
 # ---- what a client sees when something is wrong (issue 30) ---------------------------------
 
 
+def test_a_refused_update_fails_the_run_saying_why(server: Server) -> None:
+    """Another reward for a finished episode is refused, as MCP's report_outcome refuses it:
+    the run fails with EpisodeFinished and its message; the same reward replays."""
+    ns = "http-refused"
+    [procedure_id] = server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)[
+        "new_memory_ids"
+    ]
+    episode_id = server.run("graphmem_retrieve", {"query": "make tea"}, namespace=ns)["episode_id"]
+    done = server.run("graphmem_update", {"episode_id": episode_id, "reward": 1.0}, namespace=ns)
+    assert done["q_updates"] == {procedure_id: pytest.approx(0.55)}
+    replayed = server.run(
+        "graphmem_update", {"episode_id": episode_id, "reward": 1.0}, namespace=ns
+    )
+    assert replayed["q_updates"] == done["q_updates"]
+
+    refused = server.run("graphmem_update", {"episode_id": episode_id, "reward": 0.0}, namespace=ns)
+    assert refused["__error__"]["error"] == "EpisodeFinished"
+    message = refused["__error__"]["message"]
+    assert episode_id in message and "a different reward (0) is refused" in message
+
+
 def test_every_graphmem_error_reaches_the_client_with_its_message() -> None:
     """LangGraph Server shows an error's message only for some classes (ValueError, KeyError,
     RuntimeError, ...) and "An internal error occurred" for the rest: every GraphmemError,

@@ -6,16 +6,16 @@ State :class:`~graphmem.flows.state.UpdateState`: ``episode_id``, ``reward``, ``
 
 - ``utility``: ``finish_episode`` applies ``Q ← Q + α(R − Q)`` to what the episode retrieved,
   or, given ``used`` (ids it was offered), to those only (skipped without an episode or a
-  reward; a retried run replays the recorded outcome, and an episode finished already with
-  another reward is left as it is, with a warning; an id the episode was not offered is an
-  error);
+  reward; a retried run replays the recorded outcome; another reward for an episode finished
+  already fails the run with :class:`~graphmem.errors.EpisodeFinished`, as MCP's
+  ``report_outcome`` refuses it, and so does an id the episode was not offered, with
+  InvalidInput);
 - ``reflect``: ``GraphMemory.update`` with the context's strategy (vanilla / validation /
   adjustment: on failure a Tip and a corrected procedure) — skipped without a trajectory.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from langgraph.graph import END, START, StateGraph
@@ -24,10 +24,7 @@ from langgraph.runtime import Runtime
 
 from graphmem.flows.state import MemoryContext, UpdateState, resolve, summary
 from graphmem.memory import GraphMemory
-from graphmem.ops.episodes import EpisodeFinished
 from graphmem.ops.update import UpdateResult
-
-log = logging.getLogger(__name__)
 
 
 def build_update_graph(
@@ -40,13 +37,9 @@ def build_update_graph(
         episode_id, reward = state.get("episode_id"), state.get("reward")
         if not episode_id or reward is None:
             return {"q_updates": {}}
-        try:
-            outcome = mem.finish_episode(
-                namespace, episode_id, reward, success=state.get("success"), used=state.get("used")
-            )
-        except EpisodeFinished as e:  # finished already with another reward: nothing changes
-            log.warning("%s", e)
-            return {"q_updates": {}}
+        outcome = mem.finish_episode(
+            namespace, episode_id, reward, success=state.get("success"), used=state.get("used")
+        )
         return {"q_updates": outcome.q}
 
     def reflect(state: UpdateState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
