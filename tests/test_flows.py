@@ -18,7 +18,7 @@ from trajectories import TEA_TRAJECTORY as TRAJECTORY
 from graphmem.agents import Decision, Observation, StepResult
 from graphmem.config import RetrievalConfig
 from graphmem.embedding import HashingEmbedder
-from graphmem.errors import ConfigError, EpisodeFinished
+from graphmem.errors import ConfigError, EpisodeFinished, InvalidInput
 from graphmem.flows import (
     AgentContext,
     MemoryContext,
@@ -72,6 +72,13 @@ def test_build_then_retrieve(mem: GraphMemory, ctx: MemoryContext, namespace: st
         .invoke({"query": "how to make tea?", "open_episode": False}, context=ctx)
     )
     assert closed["episode_id"] is None and len(closed["hits"]) == 1
+
+
+def test_a_missing_input_field_is_named(ctx: MemoryContext) -> None:
+    with pytest.raises(InvalidInput, match='the retrieve flow needs "query"'):
+        build_retrieve_graph().compile().invoke({}, context=ctx)
+    with pytest.raises(InvalidInput, match='the build flow needs "trajectory"'):
+        build_build_graph().compile().invoke({}, context=ctx)
 
 
 def test_update_credits_the_episode_and_reflects(

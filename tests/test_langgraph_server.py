@@ -297,3 +297,12 @@ def test_every_graphmem_error_reaches_the_client_with_its_message() -> None:
         error = cls(*built.get(cls.__name__, ("why it failed",)))
         assert default(error) == {"error": cls.__name__, "message": str(error)}, cls
         assert str(error) != "An internal error occurred"
+
+
+def test_a_missing_input_field_fails_the_run_naming_it(server: Server) -> None:
+    empty = server.run("graphmem_retrieve", {}, namespace="http-missing")
+    assert empty["__error__"]["error"] == "InvalidInput"
+    assert '"query"' in empty["__error__"]["message"]
+    no_trajectory = server.run("graphmem_build", {}, namespace="http-missing")
+    assert no_trajectory["__error__"]["error"] == "InvalidInput"
+    assert '"trajectory"' in no_trajectory["__error__"]["message"]

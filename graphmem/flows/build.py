@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphmem.flows.state import BuildState, MemoryContext, resolve
+from graphmem.flows.state import BuildState, MemoryContext, required, resolve
 from graphmem.memory import GraphMemory
 
 
@@ -34,9 +34,12 @@ def build_build_graph(
 
     def build(state: BuildState, runtime: Runtime[MemoryContext]) -> dict[str, Any]:
         mem, namespace, _ = resolve(runtime, memory)
+        trajectory = required(
+            state, "trajectory", "build", '{"trajectory": {"task": ..., "steps": [...]}}'
+        )
         result = mem.build(
             namespace,
-            state["trajectory"],
+            trajectory,
             granularity=state.get("granularity"),
             key_mode=state.get("key_mode"),
         )

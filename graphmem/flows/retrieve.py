@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphmem.flows.state import MemoryContext, RetrieveState, hit_record, resolve
+from graphmem.flows.state import MemoryContext, RetrieveState, hit_record, required, resolve
 from graphmem.memory import GraphMemory
 
 
@@ -36,9 +36,10 @@ def build_retrieve_graph(
         mem, namespace, ctx = resolve(runtime, memory)
         episode_id = state.get("episode_id")
         opening = state.get("open_episode", True) and not episode_id
+        query = required(state, "query", "retrieve", '{"query": "how do I make tea?"}')
         result = mem.retrieve(
             namespace,
-            state["query"],
+            query,
             ctx.retrieval,
             open_episode=opening,
             episode_id=episode_id or None,

@@ -15,7 +15,7 @@ them. States hold plain JSON values only, so any checkpointer can persist them.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Required, cast
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on Python 3.11
 
 from graphmem.config import RetrievalConfig, UpdateStrategy
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, InvalidInput
 from graphmem.memory import GraphMemory
 from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
 
@@ -152,6 +152,15 @@ class ServedAgentContext(ServedContext):
     )
     fold: Literal["train", "dev", "test"] = Field(default="test", description="Game split.")
     use_memory: bool = Field(default=True, description="False: the no-memory baseline.")
+
+
+def required(state: Mapping[str, object], key: str, flow: str, example: str) -> Any:
+    """``state[key]``, or InvalidInput naming the field when the flow's input left it out
+    (a served run gets the message, not a bare ``KeyError``)."""
+    value = state.get(key)
+    if value is None:
+        raise InvalidInput(f'the {flow} flow needs "{key}" in its input, e.g. {example}')
+    return value
 
 
 def resolve(
