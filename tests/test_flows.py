@@ -29,7 +29,8 @@ from graphmem.flows import (
     build_update_graph,
     run_task,
 )
-from graphmem.flows.state import HitRecord
+from graphmem.flows.state import HitRecord, ServedContext
+from graphmem.integrations.langchain_tools import DEFAULT_KINDS, MemoryToolkit
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
 from graphmem.stores.base import MemoryStore
@@ -354,6 +355,23 @@ def test_agent_flow_needs_env_and_policy(mem: GraphMemory, namespace: str) -> No
     graph = build_agent_graph().compile()
     with pytest.raises(ConfigError, match="AgentContext"):
         graph.invoke({"seed": 0}, context=MemoryContext(namespace=namespace, memory=mem))
+
+
+# ---- the served graphs' context ----------------------------------------------------------------
+
+
+def test_served_retrieval_looks_through_the_kinds_mcp_searches(mem: GraphMemory) -> None:
+    """Unless the context names kinds, a served retrieve looks through procedures, notes and
+    tips, as MCP's search_memory does; the rest of the config is the context's or the memory's."""
+    assert MemoryToolkit(mem, "any").retrieval.kinds == DEFAULT_KINDS
+    assert ServedContext().retrieval_over(mem) == mem.config.retrieval.model_copy(
+        update={"kinds": DEFAULT_KINDS}
+    )
+    limited = ServedContext.model_validate({"retrieval": {"k2": 5}}).retrieval_over(mem)
+    assert limited.k2 == 5 and limited.kinds == DEFAULT_KINDS
+    notes = ServedContext.model_validate({"retrieval": {"kinds": ["Note"]}})
+    assert notes.retrieval_over(mem).kinds == (MemoryKind.NOTE,)
+    assert notes.memory_context(mem).retrieval == notes.retrieval_over(mem)
 
 
 # ---- langgraph.json ----------------------------------------------------------------------------

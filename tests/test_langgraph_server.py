@@ -306,3 +306,29 @@ def test_a_missing_input_field_fails_the_run_naming_it(server: Server) -> None:
     no_trajectory = server.run("graphmem_build", {}, namespace="http-missing")
     assert no_trajectory["__error__"]["error"] == "InvalidInput"
     assert '"trajectory"' in no_trajectory["__error__"]["message"]
+
+
+def test_a_note_saved_over_mcp_is_found_by_the_served_retrieve(server: Server) -> None:
+    """The served retrieve looks through the kinds MCP's search_memory does (procedures, notes
+    and tips) unless the context's retrieval names others."""
+    pytest.importorskip("mcp")
+    from graphmem.integrations.mcp_server import MemoryTools
+    from graphmem.settings import Settings
+
+    ns = "http-mcp-note"
+    env = {"GRAPHMEM_STORE": str(server.store), "GRAPHMEM_EMBEDDER": "hashing"}
+    memory = Settings.from_env(env).open_memory()
+    try:
+        tools = MemoryTools(memory, ns)
+        note = tools.save_note("The spare key is under the blue flower pot.")
+        searched = tools.search_memory("where is the spare key?", open_episode=False)
+    finally:
+        memory.close()
+    assert [h.memory_id for h in searched.hits] == [note.memory_id]
+    query = {"query": "where is the spare key?", "open_episode": False}
+    served = server.run("graphmem_retrieve", query, namespace=ns)
+    assert [h["memory_id"] for h in served["hits"]] == [note.memory_id]
+    procedures_only = server.run(
+        "graphmem_retrieve", query, namespace=ns, retrieval={"kinds": ["Procedure"]}
+    )
+    assert procedures_only["hits"] == []

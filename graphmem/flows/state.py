@@ -25,6 +25,7 @@ from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on
 
 from graphmem.config import RetrievalConfig, UpdateStrategy
 from graphmem.errors import ConfigError, InvalidInput
+from graphmem.integrations.langchain_tools import DEFAULT_KINDS
 from graphmem.memory import GraphMemory
 from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
 
@@ -112,7 +113,9 @@ class ServedContext(GraphmemModel):
         default=DEFAULT_NAMESPACE, description="Whose memory: tenant / agent / user scope."
     )
     retrieval: RetrievalConfig | None = Field(
-        default=None, description="Two-phase retrieval settings; the memory's own when unset."
+        default=None,
+        description="Two-phase retrieval settings; the memory's own when unset. Kinds left "
+        "out: Procedure, Note and Tip, as MCP's search_memory.",
     )
     strategy: UpdateStrategy = Field(
         default=UpdateStrategy.ADJUSTMENT, description="Memory-set update after an episode."
@@ -128,9 +131,19 @@ class ServedContext(GraphmemModel):
         return MemoryContext(
             namespace=self.namespace,
             memory=memory,
-            retrieval=self.retrieval,
+            retrieval=self.retrieval_over(memory),
             strategy=self.strategy,
         )
+
+    def retrieval_over(self, memory: GraphMemory) -> RetrievalConfig:
+        """The run's retrieval config: the context's, else ``memory``'s; unless the context
+        names ``kinds``, it looks through :data:`~graphmem.integrations.langchain_tools.
+        DEFAULT_KINDS` (procedures, notes, tips), as MCP's ``search_memory`` and the LangChain
+        tools do, so a note saved over MCP is found by the served retrieve too."""
+        if self.retrieval is not None and "kinds" in self.retrieval.model_fields_set:
+            return self.retrieval
+        base = self.retrieval if self.retrieval is not None else memory.config.retrieval
+        return base.model_copy(update={"kinds": DEFAULT_KINDS})
 
 
 class ServedAgentContext(ServedContext):
