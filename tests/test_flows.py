@@ -374,6 +374,25 @@ def test_served_retrieval_looks_through_the_kinds_mcp_searches(mem: GraphMemory)
     assert notes.memory_context(mem).retrieval == notes.retrieval_over(mem)
 
 
+def test_served_retrieves_on_one_thread_open_their_own_episodes(
+    mem: GraphMemory, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a thread a served graph's state outlives the run; the next run still starts from its
+    own input, so it opens a new episode unless the input names one."""
+    from graphmem.flows import server
+
+    monkeypatch.setattr(server, "_opened", [mem])
+    mem.build(namespace, TRAJECTORY)
+    retrieve = server.retrieve.copy(update={"checkpointer": InMemorySaver()})
+    thread: Any = {"configurable": {"thread_id": "one-conversation"}}
+    context = ServedContext(namespace=namespace)
+    first = retrieve.invoke({"query": "make tea"}, thread, context=context)
+    second = retrieve.invoke({"query": "make tea"}, thread, context=context)
+    assert first["episode_id"] and second["episode_id"] not in (None, first["episode_id"])
+    named = {"query": "boil water", "episode_id": first["episode_id"]}
+    assert retrieve.invoke(named, thread, context=context)["episode_id"] == first["episode_id"]
+
+
 # ---- langgraph.json ----------------------------------------------------------------------------
 
 

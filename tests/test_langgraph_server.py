@@ -236,6 +236,34 @@ def test_served_memory_is_the_configured_store(server: Server) -> None:
 # ---- what a client sees when something is wrong (issue 30) ---------------------------------
 
 
+def test_two_retrieves_on_one_thread_open_two_episodes(server: Server) -> None:
+    """A thread keeps a graph's state from run to run; each retrieve still opens its own
+    episode unless its input names one, so a finished episode never blocks the thread."""
+    ns = "http-thread"
+    server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)
+    thread = server.client.threads.create()["thread_id"]
+    first = server.run("graphmem_retrieve", {"query": "make tea"}, thread=thread, namespace=ns)
+    second = server.run("graphmem_retrieve", {"query": "make tea"}, thread=thread, namespace=ns)
+    assert first["episode_id"] and second["episode_id"]
+    assert first["episode_id"] != second["episode_id"]
+
+    finished = server.run(
+        "graphmem_update", {"episode_id": first["episode_id"], "reward": 1.0}, namespace=ns
+    )
+    assert "__error__" not in finished, finished
+    third = server.run("graphmem_retrieve", {"query": "make tea"}, thread=thread, namespace=ns)
+    assert "__error__" not in third, third
+    assert third["episode_id"] not in (first["episode_id"], second["episode_id"])
+
+    joined = server.run(
+        "graphmem_retrieve",
+        {"query": "boil water", "episode_id": second["episode_id"]},
+        thread=thread,
+        namespace=ns,
+    )
+    assert joined["episode_id"] == second["episode_id"]
+
+
 def test_a_refused_update_fails_the_run_saying_why(server: Server) -> None:
     """Another reward for a finished episode is refused, as MCP's report_outcome refuses it:
     the run fails with EpisodeFinished and its message; the same reward replays."""

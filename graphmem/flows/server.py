@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import atexit
 import threading
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Annotated, Any, cast, get_type_hints
 
+from langgraph.channels import EphemeralValue
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from typing_extensions import TypedDict
 
 from graphmem.flows.build import build_build_graph
 from graphmem.flows.evolve import build_evolve_graph
@@ -60,6 +63,24 @@ def server_memory() -> GraphMemory:
         return _opened[0]
 
 
+def per_run(state_schema: type[Any]) -> type[Any]:
+    """``state_schema`` (a TypedDict) with every key held for one run only.
+
+    On a thread LangGraph keeps a graph's state from run to run and merges each run's input into
+    it, so a served retrieve found the last run's ``episode_id`` there and joined that episode
+    (failing with EpisodeFinished once it was finished). Here every key is an
+    :class:`~langgraph.channels.EphemeralValue` channel, which a run's input step clears unless
+    the input sets it: a run starts from its own input alone, and what it wrote stays in the
+    thread's state until the next run.
+    """
+    fields = {
+        key: Annotated[hint, EphemeralValue] for key, hint in get_type_hints(state_schema).items()
+    }
+    # TypedDict's functional syntax; mypy checks only literal names and keys, hence the cast.
+    make = cast(Callable[..., type[Any]], TypedDict)
+    return make(f"PerRun{state_schema.__name__}", fields, total=False)
+
+
 def _served_flow(
     flow: CompiledStateGraph[Any, Any, Any, Any],
     state_schema: type[Any],
@@ -75,7 +96,7 @@ def _served_flow(
         return cast(dict[str, Any], flow.invoke(state, context=context))
 
     builder = StateGraph(
-        state_schema,
+        per_run(state_schema),
         context_schema=ServedContext,
         input_schema=input_schema,
         output_schema=output_schema,
