@@ -1,10 +1,20 @@
 """The graphs ``langgraph dev`` / LangGraph Server serve (``langgraph.json`` points here).
 
 A thin module over the library: the memory graphs come from :mod:`graphmem.flows.server`, the
-text-game agent from :mod:`graphmem.examples.served_agent`.
+text-game agent from :mod:`graphmem.examples.served_agent`. Each is named here as a graph
+factory (:func:`~graphmem.flows.server.refusing_unknown_context`) that the server calls with the
+run's context as the client sent it, so an unknown context key fails the run by name instead of
+being dropped; the graphs themselves are compiled once, at import.
 """
 
-from graphmem.examples.served_agent import agent
-from graphmem.flows.server import build, evolve, retrieve, server_memory, update
+from graphmem.examples import served_agent
+from graphmem.flows import server as graphs
+from graphmem.flows.server import refusing_unknown_context, server_memory
+
+retrieve = refusing_unknown_context(graphs.retrieve)
+build = refusing_unknown_context(graphs.build)
+update = refusing_unknown_context(graphs.update)
+evolve = refusing_unknown_context(graphs.evolve)
+agent = refusing_unknown_context(served_agent.agent)
 
 __all__ = ["agent", "build", "evolve", "retrieve", "server_memory", "update"]

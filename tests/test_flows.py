@@ -7,6 +7,7 @@ import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TypedDict
 
 import pytest
@@ -396,6 +397,34 @@ def test_served_retrieves_on_one_thread_open_their_own_episodes(
 # ---- langgraph.json ----------------------------------------------------------------------------
 
 
+NO_RUN = SimpleNamespace(execution_runtime=None)
+
+
+def _a_run(context: object) -> SimpleNamespace:
+    """What LangGraph Server hands a graph factory for a run: the context as the client sent it."""
+    return SimpleNamespace(execution_runtime=SimpleNamespace(context=context))
+
+
+def test_served_graph_factories_refuse_unknown_context_keys() -> None:
+    from graphmem.examples.served_agent import agent
+    from graphmem.flows.server import refusing_unknown_context, retrieve
+
+    factory = refusing_unknown_context(retrieve)
+    assert factory(NO_RUN) is retrieve and factory(_a_run(None)) is retrieve
+    assert factory(_a_run({"namespace": "a", "retrieval": {"kinds": ["Note"]}})) is retrieve
+    known = r"\(known: namespace, retrieval, strategy\)"
+    with pytest.raises(ConfigError, match=rf"unknown context key 'namspace' {known}"):
+        factory(_a_run({"namspace": "agent-1"}))
+    with pytest.raises(ConfigError, match=r"'retrieval.kind' \(known: k1, k2, lam"):
+        factory(_a_run({"namespace": "a", "retrieval": {"kind": ["Note"]}}))
+    agent_factory = refusing_unknown_context(agent)
+    assert agent_factory(_a_run({"namespace": "a", "game": "coin"})) is agent
+    with pytest.raises(ConfigError, match="'gmae'"):
+        agent_factory(_a_run({"gmae": "coin"}))
+    with pytest.raises(TypeError, match="ServedContext"):
+        refusing_unknown_context(build_retrieve_graph().compile())
+
+
 def test_langgraph_json_graphs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every graph langgraph.json names resolves as LangGraph tooling loads it (file:attr)."""
     monkeypatch.setenv("GRAPHMEM_STORE", str(tmp_path / "store"))
@@ -413,7 +442,9 @@ def test_langgraph_json_graphs_load(tmp_path: Path, monkeypatch: pytest.MonkeyPa
             module_spec.loader.exec_module(module)
             modules.append(module)
             target = getattr(module, attr)
-            graph = target if isinstance(target, CompiledStateGraph) else target()
+            # A graph factory (flows/server.py's are), called as the server calls it to read
+            # a graph's schemas: a runtime with no run in it.
+            graph = target if isinstance(target, CompiledStateGraph) else target(NO_RUN)
             assert isinstance(graph, CompiledStateGraph), name
             assert graph.get_graph().nodes, name
     finally:

@@ -236,6 +236,23 @@ def test_served_memory_is_the_configured_store(server: Server) -> None:
 # ---- what a client sees when something is wrong (issue 30) ---------------------------------
 
 
+def test_an_unknown_context_key_fails_the_run_naming_it(server: Server) -> None:
+    """LangGraph Server drops the context keys a graph's schema lacks before the run starts; a
+    misspelt ``namspace`` must fail the run, not write to the shared ``default`` namespace."""
+    out = server.run("graphmem_build", {"trajectory": TRAJECTORY}, namspace="typo")
+    assert out["__error__"]["error"] == "ConfigError"
+    assert "'namspace'" in out["__error__"]["message"]
+    nested = server.run(
+        "graphmem_retrieve", {"query": "tea"}, namespace="typo", retrieval={"kind": ["Note"]}
+    )
+    assert "'retrieval.kind'" in nested["__error__"]["message"]
+    # The agent's context too (refused before any game starts, so no Java is needed).
+    agent = server.run("graphmem_agent", {"seed": 0}, namespace="typo", gmae="twc")
+    assert agent["__error__"]["error"] == "ConfigError"
+    assert "'gmae'" in agent["__error__"]["message"]
+    assert server.run("graphmem_retrieve", {"query": "make tea"}, namespace="typo")["hits"] == []
+
+
 def test_two_retrieves_on_one_thread_open_two_episodes(server: Server) -> None:
     """A thread keeps a graph's state from run to run; each retrieve still opens its own
     episode unless its input names one, so a finished episode never blocks the thread."""

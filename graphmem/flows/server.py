@@ -24,6 +24,7 @@ from langgraph.channels import EphemeralValue
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
+from langgraph_sdk.runtime import ServerRuntime
 from typing_extensions import TypedDict
 
 from graphmem.flows.build import build_build_graph
@@ -105,6 +106,32 @@ def _served_flow(
     builder.add_edge(START, name)
     builder.add_edge(name, END)
     return builder.compile(name=f"graphmem-{name}")
+
+
+ServedGraph = CompiledStateGraph[Any, Any, Any, Any]
+
+
+def refusing_unknown_context(graph: ServedGraph) -> Callable[[ServerRuntime[Any]], ServedGraph]:
+    """``graph`` as a graph factory for ``langgraph.json``, one that refuses unknown context keys.
+
+    LangGraph Server drops the context keys a graph's schema does not know before the run
+    starts, so a misspelt ``{"namspace": "agent-1"}`` ran in ``default``. A factory is called
+    for each run with the context as the client sent it (``runtime.execution_runtime``): this
+    one fails the run with a ConfigError naming the key
+    (:meth:`~graphmem.flows.state.ServedContext.refuse_unknown_keys`), and otherwise hands back
+    ``graph`` itself, compiled once at import; for schemas and state reads it just hands it back.
+    """
+    schema = graph.context_schema
+    if not (isinstance(schema, type) and issubclass(schema, ServedContext)):
+        raise TypeError(f"{graph.name} does not take a ServedContext")
+
+    def factory(runtime: ServerRuntime[Any]) -> ServedGraph:
+        run = runtime.execution_runtime
+        if run is not None:
+            schema.refuse_unknown_keys(run.context)
+        return graph
+
+    return factory
 
 
 retrieve = _served_flow(

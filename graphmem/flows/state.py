@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Required, cast
+from typing import TYPE_CHECKING, Any, Literal, Required, cast, get_args
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -104,7 +104,9 @@ class ServedContext(GraphmemModel):
     The memory is the server's own (opened from the environment, see :mod:`graphmem.flows.server`);
     the context picks the namespace (``"default"`` when left out) and may override the
     retrieval config and the update strategy. Unknown keys are refused, so a misspelt
-    ``namspace`` cannot silently fall back to the default.
+    ``namspace`` cannot silently fall back to the default: here by ``extra="forbid"``, and under
+    LangGraph Server, which drops them before the run sees them, by :meth:`refuse_unknown_keys`
+    in the served graphs' factories.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -125,6 +127,19 @@ class ServedContext(GraphmemModel):
     @classmethod
     def _valid_namespace(cls, value: str) -> str:
         return check_namespace(value)
+
+    @classmethod
+    def refuse_unknown_keys(cls, context: object) -> None:
+        """ConfigError naming each key of ``context`` (the JSON object a client sent) that this
+        context does not take, a nested one as ``retrieval.kind``.
+
+        LangGraph Server drops the top-level keys a graph's context schema lacks before the run
+        starts, and pydantic ignores unknown keys inside ``retrieval``, so neither would fail.
+        """
+        unknown = _unknown_keys(cls, context, "")
+        if unknown:
+            named = "; ".join(f"{key!r} (known: {', '.join(known)})" for key, known in unknown)
+            raise ConfigError(f"unknown context key {named}")
 
     def memory_context(self, memory: GraphMemory) -> MemoryContext:
         """The in-process context of the same run, over ``memory``."""
@@ -165,6 +180,23 @@ class ServedAgentContext(ServedContext):
     )
     fold: Literal["train", "dev", "test"] = Field(default="test", description="Game split.")
     use_memory: bool = Field(default=True, description="False: the no-memory baseline.")
+
+
+def _unknown_keys(model: type[BaseModel], data: object, prefix: str) -> list[tuple[str, list[str]]]:
+    """The keys of ``data`` (a JSON object) that ``model`` has no field for, with those it has;
+    the keys of a nested object are checked against its field's model."""
+    if not isinstance(data, Mapping):
+        return []
+    found: list[tuple[str, list[str]]] = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            found.append((f"{prefix}{key}", list(model.model_fields)))
+            continue
+        for nested in get_args(field.annotation) or (field.annotation,):
+            if isinstance(nested, type) and issubclass(nested, BaseModel):
+                found += _unknown_keys(nested, value, f"{prefix}{key}.")
+    return found
 
 
 def required(state: Mapping[str, object], key: str, flow: str, example: str) -> Any:
