@@ -377,3 +377,44 @@ def test_a_note_saved_over_mcp_is_found_by_the_served_retrieve(server: Server) -
         "graphmem_retrieve", query, namespace=ns, retrieval={"kinds": ["Procedure"]}
     )
     assert procedures_only["hits"] == []
+
+
+def test_a_remote_graph_called_from_a_node_runs_in_the_parents_namespace(server: Server) -> None:
+    """The README's recipe: LangGraph does not forward a parent's run context to a RemoteGraph
+    added as a node (it would run in ``default``), so a node calls it with the context."""
+    from dataclasses import dataclass
+    from typing import TypedDict
+
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.pregel.remote import RemoteGraph
+    from langgraph.runtime import Runtime
+
+    @dataclass
+    class AgentContext:
+        namespace: str
+
+    class State(TypedDict, total=False):
+        trajectory: dict[str, Any]
+        new_memory_ids: list[str]
+
+    remote_build = RemoteGraph("graphmem_build", url=server.url)
+
+    def remember(state: State, runtime: Runtime[AgentContext]) -> dict[str, Any]:
+        out = remote_build.invoke(
+            {"trajectory": state["trajectory"]},
+            context={"namespace": runtime.context.namespace},
+        )
+        return {"new_memory_ids": out["new_memory_ids"]}
+
+    builder = StateGraph(State, context_schema=AgentContext)
+    builder.add_node("remember", remember)
+    builder.add_edge(START, "remember")
+    builder.add_edge("remember", END)
+    trajectory = {**TRAJECTORY, "task": "make tea for the remote agent"}
+    out = builder.compile().invoke(
+        {"trajectory": trajectory}, context=AgentContext(namespace="http-remote")
+    )
+    [procedure_id] = out["new_memory_ids"]
+    query = {"query": "make tea for the remote agent", "open_episode": False}
+    found = server.run("graphmem_retrieve", query, namespace="http-remote")
+    assert [h["memory_id"] for h in found["hits"]] == [procedure_id]
