@@ -7,6 +7,9 @@ environment or a policy. Each served graph therefore takes a JSON context
 which Studio shows as a form, and runs its flow as a subgraph over the server's memory: the one the
 environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``, ``GRAPHMEM_EMBEDDER``,
 ``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`), e.g. ``{"namespace": "agent-1"}``.
+``langgraph.json`` names each through :func:`refusing_unknown_context`, a graph factory that
+fails a run whose context has a key the graph does not take (the server would drop it), and on a
+thread every run starts from its own input (:func:`per_run`).
 
 Nothing here blocks the server's event loop: the graphs are compiled at import, without a
 store, and the memory is opened on the first run, inside a node, which LangGraph runs in a
