@@ -18,7 +18,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime
-from functools import partial
+from functools import cache, partial
 from typing import Any, Final, TypeVar, cast
 
 import neo4j
@@ -88,20 +88,20 @@ the socket's 120 s timeout). pyproject's ``neo4j`` extra excludes them; see
 
 def faulty_driver(version: str = neo4j.__version__) -> bool:
     """Whether ``version`` of the driver is one of :data:`FAULTY_DRIVERS`, logging a warning
-    that says what to install instead (once per process)."""
+    that says what to install instead (once per version, so once per process)."""
     if version not in FAULTY_DRIVERS:
         return False
-    if not _warned:
-        _warned.append(version)
-        log.warning(
-            "neo4j driver %s stalls concurrent reads after a deadlock retry; install another "
-            "release, e.g. pip install 'neo4j>=6.0,<6.4'",
-            version,
-        )
+    _warn_faulty(version)
     return True
 
 
-_warned: list[str] = []
+@cache
+def _warn_faulty(version: str) -> None:
+    log.warning(
+        "neo4j driver %s stalls concurrent reads after a deadlock retry; install another "
+        "release, e.g. pip install 'neo4j>=6.0,<6.4'",
+        version,
+    )
 
 
 MAX_SESSIONS = 100

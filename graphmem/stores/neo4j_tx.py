@@ -94,6 +94,12 @@ def retry_window(retry_for: object, driver_config: Mapping[str, Any]) -> float:
     return float(retry_for)
 
 
+def window_end(retry_for: float | None) -> float:
+    """When a retry window opened now ends: ``retry_for`` seconds from now, or
+    :data:`RETRY_FOR_S` (read at call time, so a changed default applies) when it is None."""
+    return time.monotonic() + (RETRY_FOR_S if retry_for is None else retry_for)
+
+
 def next_try(
     e: BaseException, races: Iterator[float], delays: Iterator[float], deadline: float
 ) -> float:
@@ -246,7 +252,7 @@ class SyncSession:
         return self._session.execute_read(sync_work(work))
 
     async def write(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        deadline = window_end(self._retry_for)
         races, delays = race_delays(), retry_delays()
         while True:
             try:
@@ -256,7 +262,7 @@ class SyncSession:
             time.sleep(delay)
 
     async def read_autocommit(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        deadline = window_end(self._retry_for)
         races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
         while True:
             try:
@@ -315,7 +321,7 @@ class AsyncSession:
         return await self._session.execute_read(async_work(work))
 
     async def write(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        deadline = window_end(self._retry_for)
         races, delays = race_delays(), retry_delays()
         while True:
             try:
@@ -325,7 +331,7 @@ class AsyncSession:
             await asyncio.sleep(delay)
 
     async def read_autocommit(self, work: Work[T]) -> T:
-        deadline = time.monotonic() + (RETRY_FOR_S if self._retry_for is None else self._retry_for)
+        deadline = window_end(self._retry_for)
         races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
         while True:
             try:
