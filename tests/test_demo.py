@@ -69,3 +69,28 @@ def test_an_out_path_that_cannot_be_a_folder_is_a_one_line_error(tmp_path: Path)
     with pytest.raises(InvalidInput, match="cannot create"):
         run_demo(settings, out=a_file / "sub", episodes=5)
     assert a_file.read_text() == "not a folder" and not (tmp_path / "store").exists()
+
+
+def test_demo_out_etc_passwd_from_the_command_line_is_one_line(tmp_path: Path) -> None:
+    """Issue 30: ``graphmem demo --out /etc/passwd`` printed a traceback. Now one line on
+    stderr, exit 2, and no store is made."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    env["GRAPHMEM_STORE"] = str(tmp_path / "store")
+    result = subprocess.run(
+        [sys.executable, "-m", "graphmem", "demo", "--out", "/etc/passwd"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert (
+        result.stderr
+        == "graphmem: error: --out /etc/passwd is a file; give a folder for the pictures\n"
+    )
+    assert "Traceback" not in result.stdout and not (tmp_path / "store").exists()
