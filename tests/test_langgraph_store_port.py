@@ -339,6 +339,43 @@ def test_large_batches_from_threads(vs: GraphMemoryStore) -> None:
     assert len(vs.search(("test",), limit=100)) == 24
 
 
+LARGE_BATCH_ROUNDS = 10  # LangGraph's M
+LARGE_BATCH_KEYS = 100  # LangGraph's N: 10 x 100 x 6 = 6,000 coroutines
+
+
+@pytest.mark.slow
+def test_large_batches_async(kv: GraphMemoryStore) -> None:
+    """LangGraph's ``test_large_batches_async``: 6,000 coroutines (put, get, list, search, put,
+    delete of the same keys) in one ``gather``; every one must succeed. On Neo4j the last of
+    them waited longer than the pool's 60 s acquisition timeout (issue 30); the async store now
+    admits as many as its pool holds and queues the rest itself."""
+    rounds, keys = LARGE_BATCH_ROUNDS, LARGE_BATCH_KEYS
+
+    async def scenario() -> list[Any]:
+        coros: list[Any] = []
+        for m in range(rounds):
+            ns = ("test", "foo", "bar", "baz", str(m % 2))
+            for i in range(keys):
+                key, value = f"key{i}", {"foo": f"bar{i}"}
+                coros += [
+                    kv.aput(ns, key, value),
+                    kv.aget(ns, key),
+                    kv.alist_namespaces(prefix=None, max_depth=m + 1),
+                    kv.asearch(("test",)),
+                    kv.aput(ns, key, value),
+                    kv.adelete(ns, key),
+                ]
+        try:
+            return list(await asyncio.gather(*coros, return_exceptions=True))
+        finally:
+            await kv.aclose()
+
+    results = run(scenario())
+    assert len(results) == rounds * keys * 6
+    errors = [r for r in results if isinstance(r, BaseException)]
+    assert not errors, f"{len(errors)} of {len(results)} failed; first: {errors[0]!r}"
+
+
 def test_batch_get_ops(kv: GraphMemoryStore) -> None:
     kv.put(("test",), "key1", {"data": "value1"})
     kv.put(("test",), "key2", {"data": "value2"})
