@@ -1,10 +1,14 @@
-"""The embedded store's approximate index: above ``ann_threshold`` recall goes through usearch
-candidates re-scored exactly, and must agree with the exact scan; filters, deletes and updates
-hold on that path; below the threshold, and without the library, every search is exact."""
+"""The embedded store's approximate index: above ``ann_threshold`` (on by default) recall goes
+through usearch candidates re-scored exactly, and must agree with the exact scan; filters,
+deletes and updates hold on that path; below the threshold, and without the library, every
+search is exact. The index is built by a background thread (a search meanwhile scans exactly and
+never waits for it), saved beside the store and loaded on open, and ``store check`` verifies it
+against the vectors."""
 
 from __future__ import annotations
 
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +16,8 @@ import pytest
 
 from graphmem.models import Note, Task
 from graphmem.stores import _ann
+from graphmem.stores._check import check_store, repair_store
+from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD
 from graphmem.stores.embedded import EmbeddedStore
 
 pytest.importorskip("usearch")
@@ -90,6 +96,7 @@ def pair() -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
     exact = EmbeddedStore(None, ann_threshold=None)
     fill(approx, vectors)
     fill(exact, vectors)
+    assert approx.wait_for_index(60)
     return approx, exact, clustered(30, seed=1)
 
 
@@ -115,6 +122,7 @@ def test_filters_hold_on_the_ann_path(pair, monkeypatch: pytest.MonkeyPatch) -> 
     assert spy.calls >= 20
     # Another namespace is searched on its own, and is below the threshold: exact.
     fill(approx, clustered(50, seed=2), namespace="other")
+    assert approx.wait_for_index(60)
     calls = spy.calls
     found = approx.recall("other", [float(x) for x in queries[0]], 5)
     assert spy.calls == calls and all(r.memory.namespace == "other" for r in found)
@@ -137,6 +145,7 @@ def test_narrow_filter_falls_back_to_exact(monkeypatch: pytest.MonkeyPatch) -> N
                 for i, v in enumerate(clustered(3, seed=9))
             ]
         )
+    assert store.wait_for_index(60)
     q = clustered(1, seed=3)[0]
     got = hits(store, q, 5, kinds=["Task"])
     assert sorted(i for i, _ in got) == ["t0", "t1", "t2"]
@@ -157,6 +166,7 @@ def test_deletes_and_updates_are_reflected(pair, monkeypatch: pytest.MonkeyPatch
     far = next(i for i, _ in hits(approx, -q, 5) if int(i[1:]) % 5)  # a Note
     for s in (approx, exact):
         s.upsert([Note(id=far, namespace=NS, content="moved", embedding=[float(x) for x in q])])
+    assert approx.wait_for_index(60)
     moved = hits(approx, q, 3)
     assert moved[0][0] == far and moved[0][1] == pytest.approx(1.0, abs=1e-6)
     same(moved, hits(exact, q, 3))
@@ -171,6 +181,7 @@ def test_deletes_and_updates_are_reflected(pair, monkeypatch: pytest.MonkeyPatch
     for s in (approx, exact):
         s.delete(NS, doomed)
         fill(s, clustered(100, seed=5)[:40])  # rows reused for m0..m39 updates and new ids
+    assert approx.wait_for_index(60)
     for query in queries[:10]:
         same(hits(approx, query, 5), hits(exact, query, 5))
     assert spy.calls > 10
@@ -185,44 +196,32 @@ def test_threshold_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     hits(store, q, 3)
     assert spy.calls == 0  # 399 rows: exact
     fill(store, vectors[399:], start=399)
+    assert store.wait_for_index(60)
     assert hits(store, q, 1)[0][0] == "m1"
     assert spy.calls == 1  # 400 rows: approximate
-    store.delete(NS, ["m399"])
+    store.delete(NS, [f"m{i}" for i in range(200, 400)])
     hits(store, q, 3)
-    assert spy.calls == 1  # back to 399: exact again
-
-
-def test_reopened_store_uses_the_threshold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The index is rebuilt in memory from what the log and snapshot hold, never persisted."""
-    vectors = clustered(300)
-    with EmbeddedStore.open(tmp_path / "s", ann_threshold=100) as store:
-        fill(store, vectors)
-        store.compact()
-        fill(store, clustered(20, seed=4))
-    spy = Spy(monkeypatch)
-    exact = EmbeddedStore(None, ann_threshold=None)
-    fill(exact, vectors)
-    fill(exact, clustered(20, seed=4))
-    with EmbeddedStore.open(tmp_path / "s", ann_threshold=100) as store:
-        for q in clustered(5, seed=6):
-            same(hits(store, q, 5), hits(exact, q, 5))
-    assert spy.calls == 5
-    assert not any(p.suffix in {".usearch", ".index"} for p in (tmp_path / "s").rglob("*"))
+    assert spy.calls == 1  # below half the threshold: the graph is dropped, exact again
 
 
 def test_store_works_without_the_library(pair, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "usearch", None)  # makes `import usearch…` fail
     monkeypatch.setitem(sys.modules, "usearch.index", None)
-    assert not _ann.available()
-    spy = Spy(monkeypatch)
-    vectors = clustered(300, seed=8)
-    store = EmbeddedStore(None, ann_threshold=10)
-    exact = EmbeddedStore(None, ann_threshold=None)
-    fill(store, vectors)
-    fill(exact, vectors)
-    for q in clustered(5, seed=1):
-        assert hits(store, q, 5) == hits(exact, q, 5)  # the very same exact scan
-    assert spy.calls == 0
+    _ann._load.cache_clear()
+    try:
+        assert not _ann.available()
+        spy = Spy(monkeypatch)
+        vectors = clustered(300, seed=8)
+        store = EmbeddedStore(None, ann_threshold=10)
+        exact = EmbeddedStore(None, ann_threshold=None)
+        fill(store, vectors)
+        fill(exact, vectors)
+        assert store.wait_for_index(1)  # nothing to wait for
+        for q in clustered(5, seed=1):
+            assert hits(store, q, 5) == hits(exact, q, 5)  # the very same exact scan
+        assert spy.calls == 0
+    finally:
+        _ann._load.cache_clear()  # forget the failed import (the modules come back after)
 
 
 def test_bad_threshold_is_refused() -> None:
@@ -231,3 +230,177 @@ def test_bad_threshold_is_refused() -> None:
     for bad in (0, -5, 1.5, True):
         with pytest.raises(InvalidInput):
             EmbeddedStore(None, ann_threshold=bad)  # type: ignore[arg-type]
+
+
+# ---- on by default, in the background, saved and checked ------------------------------------
+
+
+def test_the_index_is_on_by_default_above_the_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    import inspect
+
+    default = inspect.signature(EmbeddedStore).parameters["ann_threshold"].default
+    assert default == DEFAULT_ANN_THRESHOLD
+    assert inspect.signature(EmbeddedStore.open).parameters["ann_threshold"].default == default
+    assert EmbeddedStore.in_memory()._ann_threshold == DEFAULT_ANN_THRESHOLD
+    # The default threshold's behaviour, at a size a test can fill: the first search past it
+    # goes through the graph once it is built, and agrees with the exact scan.
+    spy = Spy(monkeypatch)
+    vectors = clustered(600)
+    store = EmbeddedStore(None, ann_threshold=600)
+    fill(store, vectors[:599])
+    vectors_of = store._state.spaces[NS].vectors
+    assert vectors_of is not None and store.wait_for_index(5) and not vectors_of.ann_active
+    fill(store, vectors[599:], start=599)
+    assert vectors_of.ann_active
+    assert store.wait_for_index(60)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(exact, vectors)
+    for q in clustered(10, seed=4):
+        same(hits(store, q, 5), hits(exact, q, 5))
+    assert spy.calls == 10
+
+
+class Gate:
+    """Holds the builder inside its next graph insertion until released."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.inserted = 0
+        original = _ann.AnnGraph.put
+
+        def gated(graph: _ann.AnnGraph, keys: np.ndarray, vectors: np.ndarray, **kw: int) -> None:
+            self.entered.set()
+            assert self.release.wait(60)
+            self.inserted += int(keys.size)
+            original(graph, keys, vectors, **kw)
+
+        monkeypatch.setattr(_ann.AnnGraph, "put", gated)
+
+
+def test_a_search_during_a_build_does_not_wait_for_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builder is held mid-step (holding the index lock): searches and writes go on, the
+    searches exactly; once released the graph catches up and answers."""
+    gate = Gate(monkeypatch)
+    spy = Spy(monkeypatch)
+    vectors = clustered(400)
+    store = EmbeddedStore(None, ann_threshold=100)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(exact, vectors)
+    fill(store, vectors)
+    assert gate.entered.wait(60)  # the builder is inside a step now, and stays there
+    queries = clustered(5, seed=1)
+    for q in queries:
+        assert hits(store, q, 5) == hits(exact, q, 5)  # the exact scan answered at once
+    fill(store, clustered(10, seed=7), start=400)  # a write does not wait either
+    fill(exact, clustered(10, seed=7), start=400)
+    assert spy.calls == 0 and not store.wait_for_index(0.05)
+    gate.release.set()
+    assert store.wait_for_index(60)
+    assert gate.inserted >= 410
+    for q in queries:
+        same(hits(store, q, 5), hits(exact, q, 5))
+    assert spy.calls == len(queries)
+
+
+def test_the_index_is_saved_and_loaded_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "s"
+    vectors = clustered(300)
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        fill(store, vectors[:200])
+        store.compact()  # saved at the start of the new generation once in step...
+        fill(store, vectors[200:], start=200)
+        assert store.wait_for_index(60)
+    # ...and again on close, at the end of the log.
+    files = list(root.glob("ann-*.usearch"))
+    assert len(files) == 1
+    # Another writer, with no index of its own, adds to the log after that.
+    with EmbeddedStore.open(root, ann_threshold=None) as other:
+        fill(other, clustered(20, seed=4), start=300)
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(exact, vectors)
+    fill(exact, clustered(20, seed=4), start=300)
+    gate = Gate(monkeypatch)
+    gate.release.set()
+    spy = Spy(monkeypatch)
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        assert store.wait_for_index(60)
+        assert gate.inserted == 20  # only what was written after the save: nothing rebuilt
+        for q in clustered(5, seed=6):
+            same(hits(store, q, 5), hits(exact, q, 5))
+        assert spy.calls == 5
+    report = check_store(root)
+    assert report.intact and not report.index_problems and len(report.indexes) == 1
+
+
+def test_store_check_catches_a_damaged_or_wrong_index(tmp_path: Path) -> None:
+    from graphmem.cli import main as cli_main
+
+    root = tmp_path / "s"
+    vectors = clustered(300)
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        fill(store, vectors)
+        assert store.wait_for_index(60)
+    (path,) = root.glob("ann-*.usearch")
+    assert check_store(root).indexes and cli_main(["store", "check", str(root)]) == 0
+    # A graph that lacks a memory and holds another's vector in place of one: well-formed,
+    # but not the vectors.
+    header, body = _ann.read_file(path)
+    graph = _ann.AnnGraph.from_bytes(body, DIM)
+    keys = np.asarray([_ann.key_of("m1"), _ann.key_of("m2")], dtype=np.uint64)
+    graph.remove(keys[:1])
+    graph.put(keys[1:], vectors[3:4])
+    good = path.read_bytes()
+    _ann.write_file(path, {k: v for k, v in header.items() if k != "crc32"}, graph.to_bytes())
+    report = check_store(root)
+    assert report.intact and path in report.index_problems
+    assert "1 of 300 vectors are missing" in report.index_problems[path]
+    assert "1 vectors differ" in report.index_problems[path]
+    assert cli_main(["store", "check", str(root)]) == 1
+    # A flipped byte: damaged.
+    data = bytearray(good)
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    report = check_store(root)
+    assert "damaged" in report.index_problems[path] and "checksum" in report.index_problems[path]
+    # Opening ignores it and rebuilds in the background; the results are right meanwhile.
+    exact = EmbeddedStore(None, ann_threshold=None)
+    fill(exact, vectors)
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        q = clustered(1, seed=5)[0]
+        same(hits(store, q, 5), hits(exact, q, 5))
+        assert store.wait_for_index(60)
+        same(hits(store, q, 5), hits(exact, q, 5))
+    assert not check_store(root).index_problems  # the close saved the rebuilt graph
+    # A repair deletes a bad file.
+    path.write_bytes(bytes(data))
+    result = repair_store(root)
+    assert result.removed_indexes == [path] and not path.exists()
+
+
+def test_an_index_of_another_log_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A saved graph is used only on the history it was saved from: here the log it reflects
+    was cut back (as a repair would) and written again differently."""
+    root = tmp_path / "s"
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        fill(store, clustered(150))
+        wal = store._journal.wal_path()  # type: ignore[union-attr]
+        cut = wal.stat().st_size
+        fill(store, clustered(50, seed=2), start=150)
+        assert store.wait_for_index(60)
+    with open(wal, "r+b") as f:
+        f.truncate(cut)
+    with EmbeddedStore.open(root, ann_threshold=None) as other:
+        fill(other, clustered(60, seed=3), start=150)
+    report = check_store(root)
+    assert report.intact and "another log" in next(iter(report.index_problems.values()))
+    gate = Gate(monkeypatch)
+    gate.release.set()
+    with EmbeddedStore.open(root, ann_threshold=100) as store:
+        assert store.wait_for_index(60)
+    assert gate.inserted == 210  # built from scratch
+    assert not check_store(root).index_problems

@@ -14,13 +14,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
 
     check = actions.add_parser(
-        "check", help="verify every checksum and record; exit 0 if intact, 1 if not"
+        "check",
+        help="verify every checksum, record and approximate index; exit 0 if intact, 1 if not",
     )
     _dir_option(check)
     check.set_defaults(handler=_check)
 
     repair = actions.add_parser(
-        "repair", help="cut the log back to its last intact record (the cut bytes are kept)"
+        "repair",
+        help="cut the log back to its last intact record (the cut bytes are kept) and delete "
+        "a bad approximate index",
     )
     _dir_option(repair)
     repair.set_defaults(handler=_repair)
@@ -50,12 +53,19 @@ def _check(args: argparse.Namespace) -> int:
     report = check_store(_store_dir(args))
     for note in report.notes:
         print(f"note: {note}")
+    for index in report.indexes:
+        print(f"approximate index of {index}: in step with the vectors")
+    for path, problem in report.index_problems.items():
+        print(
+            f"approximate index {path}: {problem}; it is derived data, which the next open "
+            "rebuilds (`graphmem store repair` deletes the file)"
+        )
     if report.intact:
         print(
             f"{report.root}: intact (generation {report.generation}, "
             f"{report.records} log records, {report.wal_bytes} bytes)"
         )
-        return 0
+        return 1 if report.index_problems else 0
     print(f"{report.root}: damaged: {report.problem}")
     if report.repairable:
         print(
@@ -73,6 +83,8 @@ def _repair(args: argparse.Namespace) -> int:
 
     result = repair_store(_store_dir(args))
     report = result.report
+    for path in result.removed_indexes:
+        print(f"deleted the approximate index {path}; the next open rebuilds it")
     if result.backup is None:
         print(f"{report.root}: intact, nothing to repair ({report.records} log records)")
         return 0

@@ -8,10 +8,16 @@ It is the only way a whole record that fails its checksum leaves the log, the la
 Records after a corrupt one are cut too, since they may depend on it (an edge to a node the bad
 record created); the saved copy keeps them for a person to look at. A damaged snapshot cannot be
 repaired this way, and the repair says so.
+
+The approximate indexes saved beside the data (``ann-*.usearch``, see ``_ann_files``) are
+checked too: each must be intact, of this generation and log, and hold exactly the vectors of
+its namespace as they were at the log offset it was saved at. A bad one is reported apart from
+the data (it is derived from it) and a repair deletes it; the next open rebuilds it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import time
@@ -19,10 +25,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphmem.errors import GraphmemError, InvalidInput, StoreError
+from graphmem.stores import _ann
+from graphmem.stores._ann import AnnGraph
+from graphmem.stores._ann_files import graph_files, load_graph
 from graphmem.stores._journal import (
     FILE_MODE,
     Journal,
     LogDamage,
+    crc32_hex,
     create_private,
     fsync_dir,
     iter_log,
@@ -71,9 +81,13 @@ class CheckReport:
     problem: str | None = None
     repairable: bool = True  # False when the snapshot or pointer is damaged
     notes: list[str] = field(default_factory=list)
+    indexes: list[str] = field(default_factory=list)  # approximate indexes found sound
+    index_problems: dict[Path, str] = field(default_factory=dict)  # file → what is wrong
 
     @property
     def intact(self) -> bool:
+        """Every byte of the data is intact (the approximate index, derived data that is
+        rebuilt when it is bad, is reported apart, in ``index_problems``)."""
         return self.problem is None
 
 
@@ -85,6 +99,7 @@ class RepairResult:
     dropped_records: int
     dropped_bytes: int
     backup: Path | None
+    removed_indexes: list[Path] = field(default_factory=list)
 
 
 def check_store(root: str | Path, *, lock_timeout: float = 30.0) -> CheckReport:
@@ -108,9 +123,16 @@ def repair_store(root: str | Path, *, lock_timeout: float = 30.0) -> RepairResul
                     f"cannot repair {journal.root}: {report.problem}. A repair only cuts a "
                     "damaged log; restore this store from a backup or a `graphmem export`"
                 )
+            removed = []
+            for path in report.index_problems:  # derived data: the next open rebuilds it
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
             if report.wal is None or report.intact_bytes == report.wal_bytes:
-                return RepairResult(report, 0, 0, None)
-            return _cut(journal, report)
+                return RepairResult(report, 0, 0, None, removed)
+            result = _cut(journal, report)
+            result.removed_indexes.extend(removed)
+            return result
     finally:
         journal.close()
 
@@ -133,16 +155,25 @@ def _inspect(journal: Journal) -> CheckReport:
     report.wal = journal.wal_path()
     data = journal.unread()
     report.wal_bytes = len(data)
+    graphs = _graphs(journal, state, data, report)
     try:
+        _check_graphs(state, graphs.pop(0, []), report)
         for start, end, change in iter_log(data, decode_line):
             try:
                 state.apply(change)
             except GraphmemError as e:
                 raise LogDamage(start, f"cannot be applied: {one_line(str(e))}") from e
             report.records, report.intact_bytes = report.records + 1, end
+            _check_graphs(state, graphs.pop(end, []), report)
     except LogDamage as e:
         report.problem = log_damage(report.wal, e.offset, e.reason)
         return report
+    finally:
+        for offset, found in graphs.items():
+            for path, _, _ in found:
+                report.index_problems[path] = (
+                    f"it reflects byte {offset} of the log, which is no record boundary"
+                )
     tail = report.wal_bytes - report.intact_bytes
     if tail:
         report.problem = (
@@ -150,6 +181,54 @@ def _inspect(journal: Journal) -> CheckReport:
             "a whole record: a write that never finished, which the next open or write drops"
         )
     return report
+
+
+Found = list[tuple[Path, str, AnnGraph]]
+
+
+def _graphs(
+    journal: Journal, state: GraphState, log: bytes, report: CheckReport
+) -> dict[int, Found]:
+    """The store's approximate-index files that belong to this generation and log, by the
+    log offset they reflect; the others go to ``report.index_problems``."""
+    found: dict[int, Found] = {}
+    if not _ann.available():
+        return found
+    for path in graph_files(journal.root):
+        try:
+            header, graph = load_graph(path)
+        except (OSError, RuntimeError, ValueError) as e:
+            report.index_problems[path] = f"it is damaged ({one_line(str(e))})"
+            continue
+        offset = header["offset"]
+        if header["generation"] != report.generation:
+            report.index_problems[path] = (
+                f"it is of generation {header['generation']}, the store of {report.generation}"
+            )
+        elif offset > len(log) or crc32_hex(log[:offset]) != header["wal"]:
+            report.index_problems[path] = "it was made from another log than this one"
+        else:
+            found.setdefault(offset, []).append((path, header["namespace"], graph))
+    return found
+
+
+def _check_graphs(state: GraphState, found: Found, report: CheckReport) -> None:
+    """Each graph against the vectors of its namespace, in the state it was saved from."""
+    for path, namespace, graph in found:
+        space = state.spaces.get(namespace)
+        if space is None or space.vectors is None:
+            report.index_problems[path] = f"namespace {namespace!r} holds no vectors"
+            continue
+        if graph.dimension != space.vectors.dimension:
+            report.index_problems[path] = (
+                f"it holds {graph.dimension}-dim vectors, the store {space.vectors.dimension}"
+            )
+            continue
+        problems = space.vectors.check_graph(graph)
+        if problems:
+            report.index_problems[path] = f"namespace {namespace!r}: " + "; ".join(problems)
+        else:
+            report.indexes.append(f"{namespace!r}: {len(graph)} vectors ({path.name})")
 
 
 def _cut(journal: Journal, report: CheckReport) -> RepairResult:

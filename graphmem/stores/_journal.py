@@ -437,6 +437,19 @@ class Journal:
             pos += len(chunk)
         return b"".join(chunks)
 
+    def read_prefix(self, length: int) -> bytes:
+        """The log's first ``length`` bytes (fewer if it is shorter)."""
+        fd = self._fd()
+        chunks: list[bytes] = []
+        pos = 0
+        while pos < length:
+            chunk = os.pread(fd, length - pos, pos)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            pos += len(chunk)
+        return b"".join(chunks)
+
     def truncate(self, length: int) -> None:
         """Cut a torn tail left by a writer that died mid-append (exclusive lock)."""
         fd = self._fd()

@@ -23,6 +23,7 @@ import numpy as np
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
+from graphmem.stores._ann import AnnGraph
 from graphmem.stores._vectors import Vector, VectorIndex
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 
@@ -170,14 +171,35 @@ class GraphState:
         # Namespace → the record of the embedder that made its vectors (kept when the
         # namespace is emptied, like Neo4j's meta node).
         self.embedders: dict[str, dict[str, Any]] = {}
-        self.ann_threshold: int | None = None  # exact unless the store opts in
+        self.ann_threshold: int | None = None  # set by the store once the state is loaded
 
-    def set_ann_threshold(self, threshold: int | None) -> None:
-        """Rows per namespace from which searches use the approximate index (None: never)."""
+    def set_ann_threshold(
+        self, threshold: int | None, graphs: dict[str, AnnGraph] | None = None
+    ) -> None:
+        """Rows per namespace from which searches use the approximate index (None: never).
+        A namespace that big gets its graph from ``graphs`` (loaded from its file, in step
+        with the state as it is now) or a new one, built in the background."""
         self.ann_threshold = threshold
+        for ns, space in self.spaces.items():
+            vectors = space.vectors
+            if vectors is None:
+                continue
+            vectors.ann_threshold = threshold
+            if threshold is None:
+                vectors.stop_ann()
+            elif len(vectors) >= threshold and not vectors.ann_active:
+                vectors.start_ann((graphs or {}).get(ns))
+
+    def ann_ready(self) -> bool:
+        """Whether every namespace's approximate index is in step (or absent)."""
+        spaces = list(self.spaces.values())
+        return all(s.vectors is None or s.vectors.ann_ready() for s in spaces)
+
+    def retire(self) -> None:
+        """This state is no longer used: stop building its approximate indexes."""
         for space in self.spaces.values():
             if space.vectors is not None:
-                space.vectors.ann_threshold = threshold
+                space.vectors.retire()
 
     # ---- applying changes ---------------------------------------------------------------
 
@@ -237,6 +259,8 @@ class GraphState:
         if space.vectors is not None:
             space.vectors.remove(memory_id)
         if space.graph.number_of_nodes() == 0:
+            if space.vectors is not None:
+                space.vectors.retire()
             del self.spaces[namespace]
 
     @staticmethod

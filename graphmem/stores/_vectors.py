@@ -1,19 +1,33 @@
-"""A namespace's embeddings as one float32 matrix, searched by brute-force cosine similarity.
+"""A namespace's embeddings as one float32 matrix, searched by brute-force cosine similarity or,
+above a size threshold, through an approximate index.
 
 Rows hold the vectors exactly as stored (float32); a parallel array holds each row's inverse
 norm, so a query costs one matrix-vector product. Freed rows are reused; capacity doubles.
 Per-row kind codes and obsolete flags let recall filter before ranking, so a filter never
 shrinks the top-k below what the namespace holds.
 
-Above ``ann_threshold`` live rows (and with the optional ``usearch`` package) a search asks an
-approximate graph (:mod:`graphmem.stores._ann`) for over-fetched candidates, filters them, and
-re-scores them exactly; when too few survive the filters it falls back to the exact scan. Below
-the threshold, or without the package, every search is the exact scan.
+The approximate index (:mod:`graphmem.stores._ann`, usearch HNSW). From ``ann_threshold`` live
+rows a namespace gets a graph keyed by memory-id hashes, built and kept in step by the
+background builder thread: every write marks the keys it touched *pending* (a dict under a
+lock held for microseconds), and the builder takes pending keys a chunk at a time under the
+index lock and puts their current vectors into the graph (or removes them). So at any moment
+when the index lock is free, every key whose graph entry may differ from its row is pending. A
+search tries the index lock without waiting: if it gets it and no more than
+``ANN_PENDING_LIMIT`` keys are pending, its candidates are the graph's over-fetched neighbours
+plus the pending rows, filtered and re-scored exactly; otherwise (the builder is mid-chunk, or
+still catching up, as after the threshold is first crossed) it scans exactly. A search never
+waits for index work, and a write waits at most one chunk, only to drop or restart a graph.
+Below ``ann_threshold // 2`` rows the graph is dropped; one with many removals' tombstones is
+rebuilt. Without usearch every search is exact.
 """
 
 from __future__ import annotations
 
+import itertools
+import os
+import threading
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -27,11 +41,17 @@ Vector = npt.NDArray[np.float32]
 KIND_CODES: dict[str, int] = {kind.value: code for code, kind in enumerate(MemoryKind)}
 
 DEFAULT_ANN_THRESHOLD = 20_000
-"""A good ``EmbeddedStore(ann_threshold=...)``: live rows in a namespace from which a search
-goes through the approximate index (stores are exact unless they opt in)."""
+"""Live rows in a namespace from which searches go through the approximate index (the
+``EmbeddedStore(ann_threshold=...)`` default; ``None`` keeps every search exact)."""
 ANN_OVERFETCH = 4
 """Candidates asked of the approximate index per wanted result (at least ``ANN_MIN_FETCH``)."""
 ANN_MIN_FETCH = 64
+ANN_PENDING_LIMIT = 2048
+"""Pending keys a search scores exactly beside the graph's candidates; more: an exact scan."""
+ANN_CHUNK = 128
+"""Keys the builder puts into a graph per step (one step holds the index lock)."""
+ANN_CLOSE_FINISH = 4096
+"""Pending keys a close still puts into the graph so it can be saved in step."""
 
 
 def as_float32(values: Sequence[float]) -> Vector:
@@ -54,7 +74,6 @@ class VectorIndex:
     ) -> None:
         self.dimension = dimension
         self.ann_threshold = ann_threshold  # None: always exact
-        self._ann: _ann.AnnGraph | None = None
         self._matrix = np.zeros((capacity, dimension), dtype=np.float32)
         self._inv_norm = np.zeros(capacity, dtype=np.float32)
         self._live = np.zeros(capacity, dtype=bool)
@@ -64,6 +83,16 @@ class VectorIndex:
         self._row: dict[str, int] = {}
         self._free: list[int] = []
         self._used = 0  # rows [0, _used) have been handed out at least once
+        # The approximate index, while this namespace has one (see the module docstring).
+        self._ann: _ann.AnnGraph | None = None
+        self._ann_lock = threading.Lock()  # a builder step, a search through the graph
+        self._pending_lock = threading.Lock()  # held for microseconds
+        self._pending: dict[int, None] = {}  # keys whose graph entry may differ from the rows
+        self._key_row: dict[int, int] = {}  # graph key → row, for every keyed live row
+        self._unkeyed: dict[str, None] = {}  # ids whose key another id holds: always scored
+        self._scheduled = 0  # pid of the process whose builder has this index queued
+        self._retired = False
+        self.ann_changed = False  # the graph moved since it was loaded or saved
 
     def __len__(self) -> int:
         return len(self._row)
@@ -82,14 +111,17 @@ class VectorIndex:
             self._ids[row] = memory_id
         else:
             # A rewrite of a memory (a patch, a flag) usually keeps its embedding: the
-            # approximate index is then left alone rather than given a tombstone.
+            # approximate index is then left alone.
             moved = not np.array_equal(self._matrix[row], vector)
         self._matrix[row] = vector
         self._inv_norm[row] = 1.0 / float(np.linalg.norm(vector.astype(np.float64)))
         self._live[row] = True
         self.set_flags(memory_id, kind, obsolete)
-        if self._ann is not None and moved:
-            self._ann.put(row, vector)
+        if self._ann is not None:
+            if moved:
+                self._key(memory_id, row)
+        elif self.ann_threshold is not None and len(self._row) >= self.ann_threshold:
+            self.start_ann()
 
     def set_flags(self, memory_id: str, kind: str, obsolete: bool) -> None:
         row = self._row.get(memory_id)
@@ -99,12 +131,25 @@ class VectorIndex:
 
     def remove(self, memory_id: str) -> None:
         row = self._row.pop(memory_id, None)
-        if row is not None:
-            self._live[row] = False
-            self._ids[row] = None
-            self._free.append(row)
-            if self._ann is not None:
-                self._ann.remove(row)
+        if row is None:
+            return
+        self._live[row] = False
+        self._ids[row] = None
+        self._free.append(row)
+        if self._ann is None:
+            return
+        if memory_id in self._unkeyed:
+            del self._unkeyed[memory_id]
+        else:
+            key = _ann.key_of(memory_id)
+            if self._key_row.get(key) == row:
+                del self._key_row[key]
+                self._mark((key,))
+        assert self.ann_threshold is not None
+        if len(self._row) < self.ann_threshold // 2:
+            self.stop_ann()
+        elif self._ann.removed > max(1024, len(self._row) // 4):
+            self.start_ann()  # too many tombstones: a fresh graph, built in the background
 
     def get(self, memory_id: str) -> Vector | None:
         row = self._row.get(memory_id)
@@ -124,18 +169,21 @@ class VectorIndex:
         if n == 0 or k <= 0:
             return []
         unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
-        graph = self._graph()
-        if graph is not None:
-            found = self._approximate(graph, unit, k, kinds, include_obsolete, min_sim)
-            if found is not None:
-                return found
-        sims = (self._matrix[:n] @ unit) * self._inv_norm[:n]
-        np.clip(sims, -1.0, 1.0, out=sims)
         mask = self._live[:n].copy()
         if kinds is not None:
             mask &= np.isin(self._kind[:n], [KIND_CODES[k] for k in kinds])
         if not include_obsolete:
             mask &= ~self._obsolete[:n]
+        # Never waits: while the builder holds the lock, or lags, the exact scan answers.
+        if self._ann is not None and self._ann_lock.acquire(blocking=False):
+            try:
+                found = self._approximate(unit, k, mask, min_sim)
+            finally:
+                self._ann_lock.release()
+            if found is not None:
+                return found
+        sims = (self._matrix[:n] @ unit) * self._inv_norm[:n]
+        np.clip(sims, -1.0, 1.0, out=sims)
         if min_sim is not None:
             mask &= sims >= np.float32(min_sim)
         rows = np.flatnonzero(mask)
@@ -144,62 +192,52 @@ class VectorIndex:
         return self._ranked(rows.tolist(), sims[rows].tolist())
 
     def _ranked(self, rows: list[int], sims: list[float]) -> list[tuple[str, float]]:
-        found: list[tuple[str, float]] = []
-        for row, sim in zip(rows, sims, strict=True):
-            memory_id = self._ids[row]
-            if memory_id is not None:
-                found.append((memory_id, float(sim)))
+        # Rows are live rows (the filters start from the live mask), so each has an id.
+        ids = cast(list[str], self._ids)
+        found = [(ids[row], sim) for row, sim in zip(rows, sims, strict=True)]
         # Ties broken by id so every process and every reload ranks alike.
         found.sort(key=lambda t: (-t[1], t[0]))
         return found
 
     # ---- the approximate path -----------------------------------------------------------
 
-    def _graph(self) -> _ann.AnnGraph | None:
-        """The approximate index when this namespace is big enough for it, built on demand;
-        dropped when the namespace shrinks below the threshold, rebuilt when removals have
-        left too many tombstones in it."""
-        if self.ann_threshold is None or len(self._row) < self.ann_threshold:
-            self._ann = None
-            return None
-        if self._ann is not None and self._ann.removed > max(1024, len(self._row) // 4):
-            self._ann = None
-        if self._ann is None:
-            if not _ann.available():
-                return None
-            graph = _ann.AnnGraph(self.dimension)
-            rows = np.flatnonzero(self._live[: self._used])
-            graph.add_many(rows, self._matrix[rows])
-            self._ann = graph
-        return self._ann
+    @property
+    def ann_active(self) -> bool:
+        """Whether this namespace has a graph (built, or being built)."""
+        return self._ann is not None
+
+    @property
+    def ann_pending(self) -> int:
+        """Keys the builder has yet to put into the graph (0: in step with the rows)."""
+        return len(self._pending)
 
     def _approximate(
-        self,
-        graph: _ann.AnnGraph,
-        unit: Vector,
-        k: int,
-        kinds: Sequence[str] | None,
-        include_obsolete: bool,
-        min_sim: float | None,
+        self, unit: Vector, k: int, allowed: npt.NDArray[np.bool_], min_sim: float | None
     ) -> list[tuple[str, float]] | None:
-        """The top-k from over-fetched approximate candidates, re-scored exactly; ``None``
-        when the filters leave too few candidates (or pass too few rows) to trust it."""
-        n = self._used
-        allowed = self._live[:n].copy()
-        if kinds is not None:
-            allowed &= np.isin(self._kind[:n], [KIND_CODES[k] for k in kinds])
-        if not include_obsolete:
-            allowed &= ~self._obsolete[:n]
+        """The top-k from over-fetched graph candidates and the pending rows, re-scored
+        exactly (the caller holds the index lock); ``None`` when too much is pending, or the
+        filters leave too few candidates (or pass too few rows) to trust it."""
+        graph = self._ann
+        if graph is None or len(self._pending) > ANN_PENDING_LIMIT:
+            return None
         passing = int(np.count_nonzero(allowed))
         if passing == 0:
             return []
         # Ask for more when the filters pass only part of the namespace; a filter so narrow
         # that this approaches a scan is left to the exact scan.
-        fetch = max(ANN_OVERFETCH * k, ANN_MIN_FETCH) * len(self._row) // passing
-        if fetch * 4 > len(self._row):
+        live = len(self._row)
+        fetch = max(ANN_OVERFETCH * k, ANN_MIN_FETCH) * live // passing
+        if fetch * 4 > live:
             return None
-        rows = graph.candidates(unit, fetch)
-        rows = rows[(rows >= 0) & (rows < n)]
+        key_row = self._key_row
+        with self._pending_lock:
+            extra = [key_row[key] for key in self._pending if key in key_row]
+        extra.extend(self._row[i] for i in self._unkeyed)
+        found = [key_row.get(key, -1) for key in graph.candidates(unit, fetch).tolist()]
+        rows = np.asarray(found + extra, dtype=np.int64)
+        if extra:
+            rows = np.unique(rows)
+        rows = rows[rows >= 0]
         rows = rows[allowed[rows]]
         if rows.size < min(k, passing):
             return None
@@ -212,6 +250,160 @@ class VectorIndex:
             top = np.argpartition(-sims, k - 1)[:k]
             rows, sims = rows[top], sims[top]
         return self._ranked(rows.tolist(), sims.tolist())
+
+    def start_ann(self, graph: _ann.AnnGraph | None = None) -> None:
+        """Give this namespace a graph: ``graph`` (loaded from a file, in step with the rows
+        as they are now), or a new one the builder fills in the background."""
+        if not _ann.available() or self._retired:
+            return
+        with self._ann_lock, self._pending_lock:
+            self._pending.clear()
+            self._key_row.clear()
+            self._unkeyed.clear()
+            for memory_id, row in self._row.items():
+                key = _ann.key_of(memory_id)
+                if key in self._key_row:  # a 64-bit hash collision: never in practice
+                    self._unkeyed[memory_id] = None
+                else:
+                    self._key_row[key] = row
+            self._ann = graph or _ann.AnnGraph(self.dimension)
+            self.ann_changed = graph is None
+        if graph is None:
+            self._mark(list(self._key_row))
+
+    def stop_ann(self) -> None:
+        """Drop the graph (waits for the builder's step, if one is running)."""
+        with self._ann_lock, self._pending_lock:
+            self._ann = None
+            self._pending.clear()
+            self._key_row.clear()
+            self._unkeyed.clear()
+
+    def retire(self) -> None:
+        """This index is no longer used (its store closed or reloaded): stop building it."""
+        self._retired = True
+        self.stop_ann()
+
+    def _key(self, memory_id: str, row: int) -> None:
+        """Record a new or moved vector for the builder (a write, graph present)."""
+        if memory_id in self._unkeyed:
+            return
+        key = _ann.key_of(memory_id)
+        owner = self._key_row.get(key)
+        if owner is not None and owner != row:
+            self._unkeyed[memory_id] = None
+            return
+        self._key_row[key] = row
+        self._mark((key,))
+
+    def _mark(self, keys: Sequence[int]) -> None:
+        with self._pending_lock:
+            self._pending.update(dict.fromkeys(keys))
+            self.ann_changed = True
+            pid = os.getpid()
+            if self._scheduled == pid or not self._pending:
+                return
+            self._scheduled = pid
+        _ann.BUILDER.submit(self)
+
+    def build_step(self) -> bool:
+        """Put up to ``ANN_CHUNK`` pending keys into the graph (the builder thread); True
+        while more are pending."""
+        with self._ann_lock:
+            graph = self._ann
+            with self._pending_lock:
+                if graph is None or self._retired or not self._pending:
+                    self._scheduled = 0
+                    return False
+                keys = list(itertools.islice(self._pending, ANN_CHUNK))
+                for key in keys:
+                    del self._pending[key]
+            self._apply(graph, keys)
+            with self._pending_lock:
+                if self._pending:
+                    return True
+                self._scheduled = 0
+                return False
+
+    def build_failed(self, error: BaseException) -> None:
+        self.stop_ann()
+        with self._pending_lock:
+            self._scheduled = 0
+
+    def _apply(self, graph: _ann.AnnGraph, keys: list[int], threads: int = 1) -> None:
+        """Bring ``keys``' graph entries in step with their rows (index lock held). Rows are
+        read after the keys left the pending set, so a write racing this re-marks its key."""
+        rows = [self._key_row.get(key, -1) for key in keys]
+        gone = np.asarray([k for k, r in zip(keys, rows, strict=True) if r < 0], dtype=np.uint64)
+        put = np.asarray([k for k, r in zip(keys, rows, strict=True) if r >= 0], dtype=np.uint64)
+        graph.remove(gone)
+        if put.size:
+            matrix = self._matrix  # read after the rows: a row past a growth is in the new one
+            graph.put(put, matrix[[r for r in rows if r >= 0]], threads=threads)
+
+    def finish_ann(self, limit: int = ANN_CLOSE_FINISH) -> bool:
+        """Put what is pending into the graph now, if no more than ``limit`` keys are (a
+        close, before saving); True if the graph is then in step."""
+        with self._ann_lock:
+            graph = self._ann
+            with self._pending_lock:
+                if graph is None or len(self._pending) > limit:
+                    return False
+                keys = list(self._pending)
+                self._pending.clear()
+            self._apply(graph, keys, threads=0)
+            return True
+
+    def ann_ready(self) -> bool:
+        """Whether a search would now go through the graph: present, in step, not mid-step
+        (or no graph at all: nothing to wait for)."""
+        if self._ann is None:
+            return True
+        if not self._ann_lock.acquire(blocking=False):
+            return False  # the builder is mid-step
+        try:
+            with self._pending_lock:
+                return self._ann is None or not self._pending
+        finally:
+            self._ann_lock.release()
+
+    def ann_bytes(self) -> bytes | None:
+        """The graph, serialised, if it is in step with the rows (else None)."""
+        with self._ann_lock, self._pending_lock:
+            if self._ann is None or self._pending:
+                return None
+            data = self._ann.to_bytes()
+            self.ann_changed = False
+            return data
+
+    def check_graph(self, graph: _ann.AnnGraph) -> list[str]:
+        """How ``graph`` differs from these rows: missing or extra keys, other vectors."""
+        keys, rows = [], []
+        seen: set[int] = set()
+        for memory_id, row in self._row.items():
+            key = _ann.key_of(memory_id)
+            if key not in seen:
+                seen.add(key)
+                keys.append(key)
+                rows.append(row)
+        want = np.asarray(keys, dtype=np.uint64)
+        present = graph.contains(want)
+        problems = []
+        if not present.all():
+            problems.append(f"{int((~present).sum())} of {want.size} vectors are missing")
+        if len(graph) != int(present.sum()):
+            problems.append(f"it holds {len(graph) - int(present.sum())} vectors of no memory")
+        wrong = 0
+        have = np.asarray(rows, dtype=np.int64)[present]
+        for lo in range(0, have.size, 8192):
+            got = graph.vectors(want[present][lo : lo + 8192])
+            mine = self._matrix[have[lo : lo + 8192]] * self._inv_norm[have[lo : lo + 8192], None]
+            norms = np.linalg.norm(got, axis=1)
+            cos = np.einsum("ij,ij->i", got, mine) / np.where(norms > 0, norms, 1)
+            wrong += int(np.count_nonzero(cos < 1 - 1e-4))
+        if wrong:
+            problems.append(f"{wrong} vectors differ from the memories' embeddings")
+        return problems
 
     def _take_row(self) -> int:
         if self._free:

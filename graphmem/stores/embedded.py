@@ -41,6 +41,7 @@ import json
 import logging
 import math
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -71,8 +72,10 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
+from graphmem.stores._ann import AnnGraph
+from graphmem.stores._ann_files import read_graphs, save_graphs
 from graphmem.stores._check import corrupt_log_message, load_snapshot_state
-from graphmem.stores._journal import Journal, LogDamage, iter_log, one_line
+from graphmem.stores._journal import Journal, LogDamage, crc32_hex, iter_log, one_line
 from graphmem.stores._state import (
     GraphState,
     UtilityChange,
@@ -81,7 +84,7 @@ from graphmem.stores._state import (
     encode_change,
     node_record,
 )
-from graphmem.stores._vectors import Vector, as_float32
+from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD, Vector, as_float32
 from graphmem.stores.base import (
     Direction,
     EpisodeCredit,
@@ -116,7 +119,7 @@ class EmbeddedStore(MemoryStore):
         *,
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
-        ann_threshold: int | None = None,
+        ann_threshold: int | None = DEFAULT_ANN_THRESHOLD,
     ) -> None:
         if ann_threshold is not None and (
             isinstance(ann_threshold, bool)
@@ -128,6 +131,9 @@ class EmbeddedStore(MemoryStore):
             )
         self._mutex = threading.RLock()
         self._ann_threshold = ann_threshold
+        # Graphs loaded from their files, waiting for the log replay to reach the offset they
+        # reflect: (offset, crc32 of the log up to it, namespace → graph).
+        self._ann_waiting: tuple[int, str, dict[str, AnnGraph]] | None = None
         self._state = GraphState()
         self._state.set_ann_threshold(ann_threshold)
         self._compact_bytes = compact_bytes
@@ -160,7 +166,7 @@ class EmbeddedStore(MemoryStore):
         *,
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
-        ann_threshold: int | None = None,
+        ann_threshold: int | None = DEFAULT_ANN_THRESHOLD,
     ) -> EmbeddedStore:
         """Open (creating if needed) the store in directory ``path``."""
         return cls(
@@ -224,17 +230,31 @@ class EmbeddedStore(MemoryStore):
             self._load_generation(journal, generation)
         data = journal.unread()
         base, applied = journal.offset, 0
+        waiting = self._ann_waiting
+        if waiting is not None and (
+            base != 0 or len(data) < waiting[0] or crc32_hex(data[: waiting[0]]) != waiting[1]
+        ):
+            waiting = self._ann_waiting = None  # the log is not the one the graphs reflect
+            self._state.set_ann_threshold(self._ann_threshold)
         try:
+            if waiting is not None and waiting[0] == 0:
+                self._attach_graphs()
             for start, end, change in iter_log(data, decode_line):
                 try:
                     self._state.apply(change)
                 except GraphmemError as e:
                     raise LogDamage(start, f"cannot be applied: {one_line(str(e))}") from e
                 applied = end
+                if waiting is not None and end == waiting[0]:
+                    self._attach_graphs()
         except LogDamage as e:
             journal.offset = base + applied  # what was applied stays applied
             wal, offset = journal.wal_path(), base + e.offset
             raise StoreError(corrupt_log_message(wal, journal.root, offset, e.reason)) from e
+        finally:
+            if self._ann_waiting is not None:  # the replay never reached their offset
+                self._ann_waiting = None
+                self._state.set_ann_threshold(self._ann_threshold)
         journal.offset = base + applied
         if applied < len(data) and exclusive:
             log.warning(
@@ -247,12 +267,39 @@ class EmbeddedStore(MemoryStore):
 
     def _load_generation(self, journal: Journal, generation: int) -> None:
         journal.open_wal(generation)
+        self._state.retire()
+        self._ann_waiting = None
         try:
             self._state = load_snapshot_state(journal, generation)
-            self._state.set_ann_threshold(self._ann_threshold)
         except BaseException:
             journal.generation = -1  # load again on the next call, never go on from a stale state
             raise
+        if self._ann_threshold is not None:
+            self._ann_waiting = read_graphs(journal.root, generation)
+        if self._ann_waiting is None:
+            self._state.set_ann_threshold(self._ann_threshold)
+
+    def _attach_graphs(self) -> None:
+        """The log replay reached the state the saved graphs reflect: give them to it."""
+        assert self._ann_waiting is not None
+        graphs = {
+            ns: graph
+            for ns, graph in self._ann_waiting[2].items()
+            if graph.dimension == self._state.dimension
+        }
+        self._ann_waiting = None
+        self._state.set_ann_threshold(self._ann_threshold, graphs)
+
+    def _save_graphs(self, *, fresh: bool) -> None:
+        """Save every approximate index that is in step with the state (the caller holds the
+        store lock); ``fresh``: just after a compaction, when older graph files are stale."""
+        journal = self._journal
+        if journal is None or self._ann_threshold is None:
+            return
+        try:
+            save_graphs(journal, self._state, fresh=fresh)
+        except OSError as e:  # derived data: the next open rebuilds what was not saved
+            log.warning("saving the approximate index of %s failed: %s", self.path, e)
 
     def _commit(self, line: bytes) -> None:
         """Make one change durable, then apply it (the caller holds the write lock)."""
@@ -291,15 +338,42 @@ class EmbeddedStore(MemoryStore):
             self._journal.write_generation(record, matrix)
         except OSError as e:
             raise StoreError(f"cannot compact the store {self.path}: {e.strerror}") from e
+        self._save_graphs(fresh=True)
 
     def close(self) -> None:
+        """Close the store; an approximate index in step with it (or nearly) is saved, so the
+        next open loads it instead of building it again."""
         with self._mutex:
             if self._closed:
                 return
+            journal = self._journal
+            if journal is not None and self._ann_threshold is not None:
+                try:
+                    with journal.lock.hold(exclusive=False):
+                        if journal.read_current() == journal.generation:
+                            self._save_graphs(fresh=False)
+                except (OSError, StoreError) as e:
+                    log.warning("not saving the approximate index of %s: %s", self.path, e)
             self._closed = True
-            if self._journal is not None:
-                self._journal.close()
+            self._state.retire()
+            if journal is not None:
+                journal.close()
                 self._journal = None
+
+    def wait_for_index(self, timeout: float | None = None) -> bool:
+        """Wait until every namespace's approximate index is in step with its vectors (built
+        in the background after the threshold is crossed, on open without a saved index, and
+        after writes); True if it is, False if ``timeout`` seconds passed first. Searches
+        never need this: until then they scan exactly. Benchmarks and tests use it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._mutex:
+                self._check_open()
+                if self._state.ann_ready():
+                    return True
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     # ---- schema -------------------------------------------------------------------------
 
