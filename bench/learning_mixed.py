@@ -144,6 +144,14 @@ CONDITIONS: dict[str, Condition] = {
             graph=False,
             q_prior="source-pool",
         ),
+        Condition(
+            "two-phase-source-pool-l1",
+            "graphmem λ=1, source game as first use, untried Q from the pool, graph off",
+            "graphmem",
+            1.0,
+            graph=False,
+            q_prior="source-pool",
+        ),
     )
 }
 DEFAULT_CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase")
