@@ -26,7 +26,7 @@ from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.testing import HOSTILE_TEXTS
 from graphmem.viz.graph import q_colour
-from graphmem.viz.layout import STEPS_PER_ROW, layout, node_box
+from graphmem.viz.layout import layout, node_box, steps_per_row
 from graphmem.viz.sample import SampleIds, load_sample
 
 WEB_HOSTILE = (
@@ -290,7 +290,7 @@ def test_hostile_text_cannot_break_any_format(namespace: str, text: str) -> None
     assert "<script>window.pwned" not in page and "<img src=x" not in page
     assert len(page_json(page)["nodes"]) == 2  # type: ignore[arg-type]
 
-    mermaid = viz.to_mermaid(sub)
+    mermaid = viz.to_mermaid(sub, direction="LR")  # unwrapped: one line per node and edge
     body = mermaid.splitlines()[2:]
     assert len(body) == 2 + 1 + 2 + 1  # two nodes, one edge, two styles, one link style
     for line in body[:2]:
@@ -308,13 +308,14 @@ def test_hostile_text_cannot_break_any_format(namespace: str, text: str) -> None
 
 def test_mermaid_output(store: MemoryStore, namespace: str, sample: SampleIds) -> None:
     sub = viz.task_subgraph(store, namespace, sample.task)
-    text = viz.to_mermaid(sub)
+    assert viz.to_mermaid(sub).startswith("flowchart TB\n")  # a task view wraps into rows
+    text = viz.to_mermaid(sub, direction="LR")
     lines = text.splitlines()
     assert lines[0] == "flowchart LR"
     assert sum(1 for line in lines if "-->" in line or "-.->" in line) == len(sub.edges)
     assert sum(1 for line in lines if line.strip().startswith("style ")) == len(sub.nodes)
     assert '-.->|"EVOLVED_FROM' in text  # evolution edges are dashed
-    assert text == viz.to_mermaid(viz.task_subgraph(store, namespace, sample.task))
+    assert text == viz.to_mermaid(viz.task_subgraph(store, namespace, sample.task), direction="LR")
     with pytest.raises(InvalidInput):
         viz.to_mermaid(sub, direction="sideways")
 
@@ -518,7 +519,9 @@ def test_a_long_chain_wraps_into_rows_without_overlaps(store: MemoryStore, names
     assert set(pos) == set(sub.nodes)
     assert boxes_overlap(sub) == []
     rows = {pos[s.id][1] for s in chain}
-    assert len(rows) == -(-len(chain) // STEPS_PER_ROW)  # wrapped, not one 30-step line
+    per_row = steps_per_row(sub)
+    assert 2 <= per_row < len(chain)
+    assert len(rows) == -(-len(chain) // per_row)  # wrapped, not one 30-step line
     # Read in order: each step is beside or right below the one before (a snake).
     for a, b in itertools.pairwise(chain):
         (xa, ya), (xb, yb) = pos[a.id], pos[b.id]
@@ -606,14 +609,26 @@ def test_graphviz_png_wraps_a_30_step_chain_too(store: MemoryStore, namespace: s
     assert png.startswith(b"\x89PNG") and width < 2 * height  # rows, not a 30-box strip
 
 
-@pytest.mark.parametrize(("steps", "direction"), [(4, "LR"), (8, "LR"), (9, "TB"), (30, "TB")])
-def test_mermaid_turns_long_chains_top_to_bottom(
-    store: MemoryStore, namespace: str, steps: int, direction: str
+@pytest.mark.parametrize("steps", [4, 9, 30])
+def test_mermaid_wraps_a_task_view_into_rows(
+    store: MemoryStore, namespace: str, steps: int
 ) -> None:
+    """Rows of steps are subgraphs read left to right, joined row to row; no row is wider than
+    the page (the render check in test_viz_browser measures it with mermaid.js)."""
     task, chain = chain_store(store, namespace, steps=steps)
     sub = viz.task_subgraph(store, namespace, task.id)
     text = viz.to_mermaid(sub)
-    assert text.splitlines()[0] == f"flowchart {direction}"
+    assert text.splitlines()[0] == "flowchart TB"
     assert viz.to_mermaid(sub, direction="LR").splitlines()[0] == "flowchart LR"  # asked for
     drawn = [line for line in text.splitlines() if "open door" in line]
     assert len(drawn) == len(chain)  # every step of the drawn chain is in the chart
+    rows = re.findall(r"subgraph (row\d+)", text)
+    per_row = [
+        len(re.findall(r"^    n\d+\[\"\d+\. open door", block, re.M))
+        for block in text.split("subgraph ")[1:]
+    ]
+    steps_per_row = [n for n in per_row if n]
+    assert sum(steps_per_row) == len(chain) and max(steps_per_row) >= 2
+    assert len(steps_per_row) == -(-len(chain) // max(steps_per_row))
+    assert len(rows) >= len(steps_per_row)
+    assert "direction LR" in text

@@ -27,6 +27,7 @@ from graphmem.models import (
 from graphmem.ops.context import MemoryContext
 from graphmem.ops.episodes import _opt_float, _opt_int
 from graphmem.ops.history import summarize
+from graphmem.stores.base import MemoryStore
 
 
 class Offer(BaseModel):
@@ -86,14 +87,19 @@ class EpisodeReport(BaseModel):
 def explain_episode(mem: MemoryContext, namespace: str, episode_id: str) -> EpisodeReport:
     """The story of one episode (:class:`EpisodeReport`); ``InvalidInput`` if the id is no
     Episode's, ``MemoryNotFound`` if there is none."""
+    return episode_report(mem.store, namespace, episode_id)
+
+
+def episode_report(store: MemoryStore, namespace: str, episode_id: str) -> EpisodeReport:
+    """:func:`explain_episode` on a bare store (the pictures hold no memory object)."""
     check_namespace(namespace)
     check_id(episode_id)
-    episode = mem.store.get(namespace, episode_id)
+    episode = store.get(namespace, episode_id)
     if not isinstance(episode, Episode):
         raise InvalidInput(f"{episode_id} is a {episode.kind}, not an Episode")
-    edges = mem.store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
+    edges = store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
     found: dict[str, AnyMemory] = {
-        m.id: m for m in mem.store.get_many(namespace, [e.dst for e in edges])
+        m.id: m for m in store.get_many(namespace, [e.dst for e in edges])
     }
     finished = episode.status is EpisodeStatus.FINISHED and episode.reward is not None
     offers: list[Offer] = []
@@ -151,4 +157,4 @@ def latest_episode_id(mem: MemoryContext, namespace: str) -> str | None:
     return max(episodes, key=lambda e: (e.created_at, e.id)).id
 
 
-__all__ = ["EpisodeReport", "Offer", "explain_episode", "latest_episode_id"]
+__all__ = ["EpisodeReport", "Offer", "episode_report", "explain_episode", "latest_episode_id"]

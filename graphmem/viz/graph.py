@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import textwrap
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from graphmem.errors import GraphmemError
 from graphmem.models import (
@@ -33,6 +33,9 @@ from graphmem.models import (
     Task,
     Tip,
 )
+
+if TYPE_CHECKING:
+    from graphmem.ops.explain import EpisodeReport
 
 View = Literal["task", "episode", "memory"]
 
@@ -126,6 +129,40 @@ class VizEdge:
 
 
 @dataclass
+class CompareRow:
+    """One procedure in a task's comparison table: its numbers, what is its own, and its steps
+    aligned on the best procedure's (``(text, state)``: best, same, changed, missing, added)."""
+
+    id: str
+    granularity: str
+    version: int
+    q: float
+    uses: int
+    successes: int
+    outcome: str
+    obsolete: bool
+    distinct: str
+    cells: list[tuple[str, str]]
+    episodes: list[str] = field(default_factory=list)  # episodes that marked it used
+
+
+@dataclass
+class VersionLink:
+    """One EVOLVED_FROM step of a procedure: old → new, the change it records, and the steps
+    the new version added and dropped."""
+
+    old_id: str
+    new_id: str
+    old_version: int
+    new_version: int
+    old_q: float
+    new_q: float
+    change: str
+    added: list[str]
+    removed: list[str]
+
+
+@dataclass
 class Subgraph:
     """Nodes (in insertion order) and edges of one picture, with its title.
 
@@ -142,6 +179,12 @@ class Subgraph:
     table: list[dict[str, str]] = field(default_factory=list)
     truncated: bool = False
     q_range: tuple[float, float] = (0.0, 1.0)
+    # Task views: the procedures compared (best Q first) on the best one's steps (columns),
+    # their versions, and the stories of the episodes that used them.
+    compare: list[CompareRow] = field(default_factory=list)
+    columns: list[str] = field(default_factory=list)
+    versions: list[VersionLink] = field(default_factory=list)
+    episodes: list[EpisodeReport] = field(default_factory=list)
 
     def add_edge(self, edge: Edge) -> bool:
         """Add a store edge between two nodes already present, once; True if added.

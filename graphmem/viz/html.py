@@ -18,7 +18,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-from graphmem.viz.graph import KIND_STYLES, Subgraph, VizError, q_colour
+from graphmem.viz.graph import KIND_STYLES, Subgraph, VizError, q_colour, shorten
 from graphmem.viz.layout import font_px, layout
 
 VIS_PACKAGE = "pyvis"
@@ -144,6 +144,142 @@ def _table(sub: Subgraph) -> str:
     )
 
 
+_STATES = {"best": "best", "same": "same", "changed": "chg", "missing": "miss", "added": "add"}
+
+
+def _esc(value: object) -> str:
+    return html.escape(str(value))
+
+
+def _episode_link(sub: Subgraph, episode_id: str) -> str:
+    if any(r.id == episode_id for r in sub.episodes):
+        return f'<a href="#episode-{_esc(episode_id)}">{_esc(episode_id[:8])}</a>'
+    return _esc(episode_id[:8])
+
+
+def _compare(sub: Subgraph) -> str:
+    """Every procedure of the page, best Q first, on the best one's steps: differences marked."""
+    if not sub.compare:
+        return ""
+    head = "".join(
+        f'<th title="{_esc(a)}">{k}. {_esc(shorten(a, width=18, lines=2))}</th>'
+        for k, a in enumerate(sub.columns)
+    )
+    width = max([len(sub.columns), *(len(r.cells) for r in sub.compare)])
+    head += "<th>+</th>" * (width - len(sub.columns))
+    rows = []
+    for r in sub.compare:
+        cells = "".join(
+            f'<td class="gm-{_STATES.get(state, "same")}" title="{_esc(text)}">'
+            f"{_esc(shorten(text, width=18, lines=3))}</td>"
+            for text, state in r.cells
+        )
+        cells += "<td></td>" * (width - len(r.cells))
+        users = ", ".join(_episode_link(sub, e) for e in r.episodes[:4])
+        if len(r.episodes) > 4:
+            users += f" +{len(r.episodes) - 4}"
+        state = " (obsolete)" if r.obsolete else ""
+        rows.append(
+            f'<tr id="proc-{_esc(r.id)}"><th class="gm-proc">'
+            f"<b>Q {r.q:.2f}</b> · {r.outcome} · {r.uses} uses · {_esc(r.granularity)} "
+            f'v{r.version}{state}<br><span class="gm-distinct">{_esc(r.distinct)}</span>'
+            f'<br><span class="gm-id">{_esc(r.id[:8])}</span>'
+            + (f" · used in {users}" if users else "")
+            + f"</th>{cells}</tr>"
+        )
+    return (
+        '<section class="gm-section" id="gm-compare"><h2>Procedures compared, best Q first</h2>'
+        '<p class="gm-hint">Columns are the best procedure\'s steps; in the other rows '
+        '<span class="gm-same">·</span> is the same step, <span class="gm-chg">yellow</span> '
+        'another step, <span class="gm-miss">—</span> a step it lacks, '
+        '<span class="gm-add">+ green</span> steps it adds.</p>'
+        '<div class="gm-scroll"><table class="gm-cmp"><thead><tr><th>procedure</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+    )
+
+
+def _versions(sub: Subgraph) -> str:
+    """Each EVOLVED_FROM step: old → new version, its recorded change, steps added / dropped."""
+    if not sub.versions:
+        return ""
+    items = []
+    for v in sub.versions:
+        added = ", ".join(v.added[:8]) + (" …" if len(v.added) > 8 else "")
+        removed = ", ".join(v.removed[:8]) + (" …" if len(v.removed) > 8 else "")
+        items.append(
+            f'<li><a href="#proc-{_esc(v.old_id)}">v{v.old_version} {_esc(v.old_id[:8])}</a> '
+            f"(Q {v.old_q:.2f}) → "
+            f'<a href="#proc-{_esc(v.new_id)}">v{v.new_version} {_esc(v.new_id[:8])}</a> '
+            f"(Q {v.new_q:.2f})"
+            + (f": {_esc(v.change)}" if v.change else "")
+            + (f'<br><span class="gm-add">+ {_esc(added)}</span>' if added else "")
+            + (f'<br><span class="gm-miss">− {_esc(removed)}</span>' if removed else "")
+            + "</li>"
+        )
+    return (
+        '<section class="gm-section" id="gm-versions"><h2>Versions (EVOLVED_FROM)</h2>'
+        f"<ul>{''.join(items)}</ul></section>"
+    )
+
+
+def _num(value: float | None, fmt: str = ".3f") -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def _episodes(sub: Subgraph) -> str:
+    """What each episode that used these procedures was offered and used, and how Q moved."""
+    if not sub.episodes:
+        return ""
+    parts = []
+    for ep in sub.episodes:
+        if ep.reward is None:
+            outcome = ep.status.value
+        else:
+            outcome = f"reward {ep.reward:g} ({'success' if ep.success else 'failure'})"
+        credit = f" · credit: {ep.credit.value}" if ep.credit else ""
+        used = sum(o.used for o in ep.offered)
+        rows = "".join(
+            f'<tr class="{"gm-used" if o.used else ""}"><td>{_esc(o.rank)}</td>'
+            f"<td>{_esc(o.kind)}</td>"
+            f'<td title="{_esc(o.id)}">{_esc(shorten(o.summary, width=70, lines=1))}</td>'
+            f"<td>{_num(o.sim, '.2f')}</td><td>{_num(o.q_at_retrieval)}</td>"
+            f"<td>{_num(o.score, '+.2f')}</td><td>{'used' if o.used else ''}</td>"
+            f"<td>{_num(o.q_before)}{' → ' if o.credited else ''}{_num(o.q_after)}</td></tr>"
+            for o in ep.offered
+        )
+        parts.append(
+            f'<section class="gm-episode" id="episode-{_esc(ep.id)}">'
+            f"<h3>Episode {_esc(ep.id[:8])} · {_esc(outcome)}{_esc(credit)} · "
+            f"offered {len(ep.offered)}, used {used}</h3>"
+            f'<p class="gm-hint">{_esc(shorten(ep.task_text, width=160, lines=1))} — '
+            f"in a terminal: <code>graphmem episode {_esc(sub.namespace)} {_esc(ep.id)}</code>"
+            "</p><table><thead><tr><th>#</th><th>kind</th><th>memory</th><th>sim</th>"
+            "<th>Q at retrieval</th><th>score</th><th>used</th><th>Q before → after</th>"
+            f"</tr></thead><tbody>{rows}</tbody></table></section>"
+        )
+    return (
+        '<section class="gm-section" id="gm-episodes"><h2>Episodes that used these '
+        f"procedures: what each was offered and used</h2>{''.join(parts)}</section>"
+    )
+
+
+def _nav(sub: Subgraph) -> str:
+    links = [
+        (sub.compare, "gm-compare", f"compare {len(sub.compare)} procedures"),
+        (sub.versions, "gm-versions", f"{len(sub.versions)} version steps"),
+        (sub.episodes, "gm-episodes", f"{len(sub.episodes)} episodes"),
+    ]
+    shown = " · ".join(
+        f'<a href="#{anchor}">{text} ↓</a>' for items, anchor, text in links if items
+    )
+    return (
+        '<div class="gm-nav"><label><input type="checkbox" id="gm-links"> show all link lines'
+        "</label> (hover or click a memory to see its own)"
+        + (f" · {shown}" if shown else "")
+        + "</div>"
+    )
+
+
 def to_html(sub: Subgraph) -> str:
     """The whole page as one string; write it to a ``.html`` file and open it anywhere."""
     data = page_data(sub)
@@ -154,7 +290,8 @@ def to_html(sub: Subgraph) -> str:
         expected=len(sub.nodes),
         expected_edges=len(sub.edges),
         legend=_legend(sub),
-        table=_table(sub),
+        nav=_nav(sub),
+        table=_table(sub) + _compare(sub) + _versions(sub) + _episodes(sub),
         css=_CSS,
         vis=vis_network_js(),
         data=_json_for_script(data),
@@ -192,6 +329,32 @@ div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-
 .gm-table th, .gm-table td { border: 1px solid #dee2e6; padding: 4px 8px; text-align: left; }
 .gm-table th { background: #f1f3f5; }
 #gm-error { color: #c92a2a; padding: 0 20px; }
+.gm-nav { padding: 0 20px 6px; font-size: 13px; color: #495057; }
+.gm-section { padding: 0 20px 20px; font-size: 13px; }
+.gm-section ul { margin: 0; padding-left: 20px; }
+.gm-section li { margin-bottom: 6px; }
+.gm-hint { color: #495057; margin: 0 0 6px; font-size: 12px; }
+.gm-scroll { overflow-x: auto; background: #fff; border: 1px solid #dee2e6; border-radius: 6px; }
+.gm-cmp { border-collapse: collapse; font-size: 12px; }
+.gm-cmp th, .gm-cmp td { border: 1px solid #e9ecef; padding: 3px 5px; vertical-align: top;
+  max-width: 120px; min-width: 56px; text-align: left; font-weight: normal; }
+.gm-cmp thead th { background: #f1f3f5; }
+.gm-cmp th.gm-proc { min-width: 260px; max-width: 320px; background: #fff; position: sticky;
+  left: 0; z-index: 1; }
+.gm-distinct { color: #212529; font-weight: 600; }
+.gm-id { color: #868e96; }
+.gm-best { background: #ebfbee; }
+.gm-same { color: #adb5bd; text-align: center; }
+.gm-chg { background: #fff3bf; }
+.gm-miss { background: #ffe3e3; color: #c92a2a; }
+.gm-add { background: #d3f9d8; color: #2b8a3e; }
+.gm-episode { margin-bottom: 14px; }
+.gm-episode h3 { font-size: 14px; margin: 8px 0 2px; }
+.gm-episode table { border-collapse: collapse; background: #fff; width: 100%; font-size: 12px; }
+.gm-episode th, .gm-episode td { border: 1px solid #dee2e6; padding: 3px 6px; text-align: left; }
+.gm-episode th { background: #f1f3f5; }
+.gm-episode tr.gm-used td { background: #e7f5ff; font-weight: 600; }
+:target { outline: 3px solid #4dabf7; }
 """
 
 _APP_JS = r"""
@@ -255,14 +418,19 @@ _APP_JS = r"""
     return data.view === "task" && a && b && Math.abs(a.y - b.y) > 320;
   }
   function faintEdge(e) {
-    return (e.kind === "LINKS_TO" && links > 12) || (far(e) && e.kind !== "NEXT");
+    return (e.kind === "LINKS_TO" && (links > 12 || data.view === "task")) ||
+      (far(e) && e.kind !== "NEXT");
   }
   function quiet(e) {
     return e.kind === "NEXT" || e.kind === "FIRST_STEP" || faintEdge(e) ||
       (e.kind === "LINKS_TO" && data.view === "episode");  // beside the scores, it is noise
   }
+  // Links and edges between blocks far apart are drawn only on demand: for the memory under
+  // the pointer or selected, or all of them with the "show all link lines" box.
+  var demand = [];
   var edges = new vis.DataSet(data.edges.map(function (e, i) {
     var a = posOf[e.from], b = posOf[e.to];
+    if (faintEdge(e)) { demand.push("e" + i); }
     var sameColumn = a && b && Math.abs(a.x - b.x) < 1;
     // A snake's turn is one step straight down; inside an episode's or a neighbourhood's
     // column an edge would run through the boxes between its ends: it bends out instead.
@@ -270,9 +438,9 @@ _APP_JS = r"""
     var faint = faintEdge(e);
     return {
       id: "e" + i, from: e.from, to: e.to, label: quiet(e) ? undefined : e.label, arrows: "to",
-      title: card(e.kind, edgeFields(e)), dashes: e.dashed,
-      color: { color: e.colour, highlight: "#212529", hover: "#212529", opacity: faint ? 0.22 : 1 },
-      width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : faint ? 1 : 1.5,
+      title: card(e.kind, edgeFields(e)), dashes: e.dashed, hidden: faint,
+      color: { color: e.colour, highlight: "#212529", hover: "#212529" },
+      width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : 1.5,
       font: { size: 12, align: "horizontal", strokeWidth: 4, strokeColor: "#ffffff",
               color: e.colour, multi: false },
       // Along a row an edge is straight; to another row it bends, so it passes beside the
@@ -289,6 +457,21 @@ _APP_JS = r"""
   var container = document.getElementById("graph");
   var network = new vis.Network(container, { nodes: nodes, edges: edges }, options);
   window.gmNetwork = network;
+
+  var toggle = document.getElementById("gm-links");
+  function showLinks(focus) {
+    var near = {};
+    focus.forEach(function (id) {
+      network.getConnectedEdges(id).forEach(function (eid) { near[eid] = true; });
+    });
+    edges.update(demand.map(function (eid) {
+      return { id: eid, hidden: !(toggle.checked || near[eid]) };
+    }));
+  }
+  network.on("hoverNode", function (p) { showLinks([p.node].concat(network.getSelectedNodes())); });
+  network.on("blurNode", function () { showLinks(network.getSelectedNodes()); });
+  network.on("select", function () { showLinks(network.getSelectedNodes()); });
+  toggle.addEventListener("change", function () { showLinks(network.getSelectedNodes()); });
 
   var details = document.getElementById("details");
   function show(heading, fields) {
@@ -358,6 +541,7 @@ _APP_JS = r"""
     network.redraw();
     status.setAttribute("data-rendered-nodes", String(Object.keys(network.getPositions()).length));
     status.setAttribute("data-rendered-edges", String(network.body.edgeIndices.length));
+    status.setAttribute("data-on-demand-edges", String(demand.length));
     status.setAttribute("data-scale", String(Math.round(network.getScale() * 1000) / 1000));
     status.setAttribute("data-visible-labels", JSON.stringify(visibleLabels()));
     status.setAttribute("data-state", "rendered");
@@ -379,6 +563,7 @@ _PAGE = """<!doctype html>
 <body data-graphmem-view="{view}">
 <header><h1>{title}</h1><p class="gm-sub">{subtitle}</p></header>
 {legend}
+{nav}
 <p id="gm-error"></p>
 <main><div id="graph"></div>
 <aside id="details"><h2>Details</h2><p>Hover a node or an edge; click to pin it here.</p></aside>

@@ -1,11 +1,12 @@
 """Where each node of a :class:`~graphmem.viz.graph.Subgraph` goes, decided once for every renderer.
 
 Canvas units are pixels at zoom 1. A task view puts the Task (and its tips) on the first row,
-then one block per procedural chain: the Procedure on the left, its steps in rows of
-:data:`STEPS_PER_ROW` that alternate direction (the chain snakes down, each turn one short edge),
-so a 30-step chain stays a few rows tall instead of one line too long to read. Procedures with
-identical steps are stacked under the one whose steps are drawn; procedures without a drawn
-chain (linked, older versions) fill a grid below. Episode and memory views are columns by
+then one block per procedural chain: the Procedure on the left, its steps in rows as long as
+fit :data:`ROW_WIDTH` (:func:`steps_per_row`) that alternate direction (the chain snakes down,
+each turn one short edge), so a 30-step chain stays a few rows tall instead of one line too long
+to read. Procedures with identical steps are stacked under the one whose steps are drawn, then
+procedures without a drawn chain (linked, older versions) beside the first chain while there is
+room, and in a grid as wide as :data:`ROW_WIDTH` below. Episode and memory views are columns by
 level, each column stacked by the nodes' sizes so nothing overlaps.
 
 >>> from graphmem.viz.graph import Subgraph
@@ -22,14 +23,16 @@ from graphmem.viz.graph import Subgraph, VizNode
 
 Point = tuple[float, float]
 
-STEPS_PER_ROW = 3
+ROW_WIDTH = 1300.0
+"""Canvas pixels a task view's rows may fill: the graph's frame in a 1400-px-wide window, at
+the zoom the first view keeps (``graphmem.viz.html.READABLE_SCALE``)."""
+MIN_PER_ROW, MAX_PER_ROW = 2, 10
 FONT_PX = 14.0
-CHAR_PX = 0.52  # of the font size: an average glyph of a sans-serif face
+CHAR_PX = 0.57  # of the font size: an average glyph of the sans-serif face Chromium draws
 LINE_PX = 1.3
 COLUMN_GAP = 55.0
 ROW_GAP = 34.0
 BLOCK_GAP = 70.0
-GRID_COLUMNS = 5
 
 
 def font_px(node: VizNode) -> float:
@@ -45,7 +48,7 @@ def node_box(node: VizNode) -> Point:
     width = max(len(line) for line in lines) * font * CHAR_PX + 2 * margin
     height = len(lines) * font * LINE_PX + 2 * margin
     if node.shape == "ellipse":  # an ellipse needs room around its inscribed caption
-        width, height = width * 1.3, height * 1.25
+        width, height = width * 1.05, height * 1.15
     return width, height
 
 
@@ -109,18 +112,41 @@ def _slot(sub: Subgraph, ids: Iterable[str]) -> float:
     return (max(widths) if widths else 0.0) + COLUMN_GAP
 
 
-def _task_layout(sub: Subgraph) -> dict[str, Point]:
-    drawn = chains(sub)
-    procs = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.PROCEDURE]
-    steps = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.STEP]
-    left_w = _slot(sub, procs + [i for i, n in sub.nodes.items() if n.kind == MemoryKind.TASK])
-    step_w = _slot(sub, steps) if steps else left_w
-    # Step columns as wide as their widest step, so short actions sit close together.
-    widths = [0.0] * STEPS_PER_ROW
+def _left_width(sub: Subgraph) -> float:
+    kinds = (MemoryKind.PROCEDURE, MemoryKind.TASK)
+    return _slot(sub, [i for i, n in sub.nodes.items() if n.kind in kinds])
+
+
+def _column_widths(sub: Subgraph, drawn: dict[str, list[str]], per_row: int) -> list[float]:
+    """Step columns as wide as their widest step, so short actions sit close together."""
+    widths = [0.0] * per_row
     for chain in drawn.values():
         for k, step_id in enumerate(chain):
-            col = k % STEPS_PER_ROW
+            col = k % per_row
             widths[col] = max(widths[col], node_box(sub.nodes[step_id])[0])
+    return widths
+
+
+def steps_per_row(sub: Subgraph, width: float = ROW_WIDTH) -> int:
+    """How many steps a row holds so that the procedure column and the row fit ``width``
+    (between :data:`MIN_PER_ROW` and :data:`MAX_PER_ROW`)."""
+    drawn = chains(sub)
+    longest = max((len(c) for c in drawn.values()), default=0)
+    left = _left_width(sub)
+    for n in range(min(MAX_PER_ROW, max(longest, MIN_PER_ROW)), MIN_PER_ROW, -1):
+        if left + sum(_column_widths(sub, drawn, n)) + n * COLUMN_GAP <= width:
+            return n
+    return MIN_PER_ROW
+
+
+def _task_layout(sub: Subgraph) -> dict[str, Point]:
+    drawn = chains(sub)
+    per_row = steps_per_row(sub)
+    procs = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.PROCEDURE]
+    steps = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.STEP]
+    left_w = _left_width(sub)
+    step_w = _slot(sub, steps) if steps else left_w
+    widths = _column_widths(sub, drawn, per_row)
     centres: list[float] = []
     edge = (left_w - COLUMN_GAP) / 2
     for w in widths:
@@ -131,44 +157,52 @@ def _task_layout(sub: Subgraph) -> dict[str, Point]:
     head = [i for i, n in sub.nodes.items() if n.level <= 0]
     tasks = [i for i in head if sub.nodes[i].kind == MemoryKind.TASK]
     others = [i for i in head if i not in tasks]
-    first_row = tasks[:1] + others[: STEPS_PER_ROW + 1 - len(tasks[:1])]
+    header = max(2, int((ROW_WIDTH - left_w) // step_w) + 1)
+    first_row = tasks[:1] + others[: header - len(tasks[:1])]
     offset = len(tasks[:1])
     rows.row(
         (i, left_w + (k - offset) * step_w if k >= offset else 0.0) for k, i in enumerate(first_row)
     )
     others = others[len(first_row) - offset :]
     rest = tasks[1:] + others
-    for start in range(0, len(rest), STEPS_PER_ROW + 1):
-        rows.row((i, k * step_w) for k, i in enumerate(rest[start : start + STEPS_PER_ROW + 1]))
+    for start in range(0, len(rest), header):
+        rows.row((i, k * step_w) for k, i in enumerate(rest[start : start + header]))
     rows.gap()
-    # One block per distinct chain; procedures with the same steps stacked under it.
+    # One block per distinct chain; procedures with the same steps stacked under it, then (the
+    # first block) procedures without a drawn chain, while the chain beside them is taller.
     same = {i: sub.nodes[i].fields.get("same steps as", "") for i in procs}
-    for proc_id, chain in drawn.items():
+    undrawn = [i for i in procs if i not in drawn and not same[i]]
+    for block, (proc_id, chain) in enumerate(drawn.items()):
         twins = [i for i in procs if same[i] == proc_id]
         top = rows.y
-        for start in range(0, max(1, len(chain)), STEPS_PER_ROW):
-            part = chain[start : start + STEPS_PER_ROW]
+        for start in range(0, max(1, len(chain)), per_row):
+            part = chain[start : start + per_row]
             # Rows alternate direction (a snake), so each turn is one short edge straight down
             # instead of a long one back across the row it just left.
-            cols = range(len(part)) if (start // STEPS_PER_ROW) % 2 == 0 else _back(len(part))
+            back = range(per_row - 1, per_row - 1 - len(part), -1)
+            cols = range(len(part)) if (start // per_row) % 2 == 0 else back
             rows.row((s, centres[k]) for k, s in zip(cols, part, strict=True))
         chain_bottom = rows.y
         rows.y = top
         for member in [proc_id, *twins]:
             rows.row([(member, 0.0)])
+        while block == 0 and undrawn:
+            height = node_box(sub.nodes[undrawn[0]])[1]
+            if rows.y + height > chain_bottom:
+                break
+            rows.row([(undrawn.pop(0), 0.0)])
         rows.y = max(rows.y, chain_bottom)
         rows.gap()
     # Everything else (procedures without a drawn chain, linked memories): a grid.
     rest = [i for i in sub.nodes if i not in rows.pos]
-    grid_w = max(left_w, step_w)
-    for start in range(0, len(rest), GRID_COLUMNS):
-        rows.row((i, k * grid_w) for k, i in enumerate(rest[start : start + GRID_COLUMNS]))
+    grid_w = _slot(sub, rest) if rest else left_w
+    per_grid = max(1, int(ROW_WIDTH // grid_w))
+    for start in range(0, len(rest), per_grid):
+        rows.row(
+            (i, k * grid_w + (grid_w - left_w) / 2)
+            for k, i in enumerate(rest[start : start + per_grid])
+        )
     return rows.pos
-
-
-def _back(n: int) -> range:
-    """Columns right to left, ending in the first column."""
-    return range(STEPS_PER_ROW - 1, STEPS_PER_ROW - 1 - n, -1)
 
 
 def _episode_order(sub: Subgraph) -> dict[str, int]:

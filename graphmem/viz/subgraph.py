@@ -42,6 +42,7 @@ from graphmem.models import (
     check_namespace,
 )
 from graphmem.stores.base import MemoryStore
+from graphmem.viz.compare import describe_procedures
 from graphmem.viz.graph import Subgraph, node_for, shorten
 from graphmem.viz.layout import group_identical_chains
 
@@ -164,6 +165,9 @@ def task_subgraph(
         sub.nodes[start.id].root = True
     col.link_all()
     group_identical_chains(sub)
+    procs = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.PROCEDURE]
+    found = [m for m in col.fetch(procs).values() if isinstance(m, Procedure)]
+    describe_procedures(sub, store, found, col.edges)
     _describe_task(sub)
     return sub.finish()
 

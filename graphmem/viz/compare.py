@@ -1,0 +1,286 @@
+"""What tells a task's procedures apart, what became of each version, and which episodes used them.
+
+A task view can hold many procedures of one task family whose task text reads the same (every
+cookingworld game says "You are hungry! Let's cook a delicious meal."). This module compares
+their steps with the best of them (highest Q, then most uses), so each caption can say what is
+its own — the objects it handles that the best does not, and the ones it lacks ("+ red potato,
+barbeque · − red apple") — and builds the comparison table (one row per procedure, best Q
+first, one column per step of the best, differences marked), the version chains (EVOLVED_FROM,
+with the steps each version added and dropped) and the stories of the episodes that used them.
+
+>>> objects("cook red potato in barbeque")
+['red potato', 'barbeque']
+>>> aligned(["take knife", "open fridge", "eat"], ["take knife", "open oven", "eat", "sleep"])
+[('·', 'same'), ('open oven', 'changed'), ('· + sleep', 'added')]
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Sequence
+
+from graphmem.models import AnyMemory, Edge, EdgeKind, Procedure
+from graphmem.ops.explain import episode_report
+from graphmem.stores.base import MemoryStore
+from graphmem.viz.graph import CompareRow, Subgraph, VersionLink, shorten
+
+MAX_EPISODES = 6
+"""Episodes told on a task page: the most recent that used (else were offered) its procedures."""
+MAX_STEPS = 200
+"""A chain longer than this is compared on its first steps only."""
+
+_SPLIT = re.compile(r"\b(?:in|into|on|onto|with|to|from|at|of)\b")
+_NUMBERED = re.compile(r"^\s*\d+[.)]\s*(\S.*)$", re.M)
+_DIRECTIONS = frozenset({"north", "south", "east", "west", "up", "down", "left", "right"})
+
+EdgesOf = Callable[[str], list[Edge]]
+
+
+def objects(action: str) -> list[str]:
+    """The things an action handles: its words after the verb, split at prepositions, without
+    compass directions (``"open door to east"`` → ``["door"]``)."""
+    words = action.lower().split()
+    if len(words) < 2:
+        return []
+    parts = (" ".join(p.split()) for p in _SPLIT.split(" ".join(words[1:])))
+    return [p for p in parts if p and p not in _DIRECTIONS]
+
+
+def _distinct_objects(actions: Sequence[str]) -> list[str]:
+    return list(dict.fromkeys(o for a in actions for o in objects(a)))
+
+
+def distinctive(actions: Sequence[str], best: Sequence[str], limit: int = 0) -> str:
+    """One line saying how ``actions`` differ from the best procedure's: the objects only it
+    handles (+) and those it lacks (−; at most ``limit`` of each when ``limit`` > 0), else the
+    first step where they part, else "same"."""
+    if list(actions) == list(best):
+        return "same steps as the best"
+    mine, theirs = _distinct_objects(actions), _distinct_objects(best)
+    extra = [o for o in mine if o not in theirs]
+    missing = [o for o in theirs if o not in mine]
+    if limit > 0:
+        extra, missing = extra[:limit], missing[: max(1, limit - 1)]
+    parts = []
+    if extra:
+        parts.append("+ " + ", ".join(extra))
+    if missing:
+        parts.append("− " + ", ".join(missing))
+    if parts:
+        return " · ".join(parts)
+    for k, (a, b) in enumerate(zip(actions, best, strict=False)):
+        if a != b:
+            return f"step {k}: {a}"
+    shorter = len(actions) < len(best)
+    return f"{'stops' if shorter else 'goes on'} after step {min(len(actions), len(best)) - 1}"
+
+
+def aligned(best: Sequence[str], actions: Sequence[str]) -> list[tuple[str, str]]:
+    """``actions`` laid out on the best procedure's columns: ``(text, state)`` per column, state
+    ``same`` (shown as ·), ``changed``, ``missing`` (—) or ``added`` (extra steps, written into
+    the column they follow)."""
+    cells: list[tuple[str, str]] = [("—", "missing") for _ in best]
+    inserted: dict[int, list[str]] = {}
+    matcher = difflib.SequenceMatcher(None, list(best), list(actions), autojunk=False)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        mine = list(actions[j1:j2])
+        if op == "equal":
+            cells[i1:i2] = [("·", "same")] * (i2 - i1)
+        elif op == "replace":
+            for k, i in enumerate(range(i1, min(i2, i1 + len(mine)))):
+                cells[i] = (mine[k], "changed")
+            inserted.setdefault(i2 - 1, []).extend(mine[i2 - i1 :])
+        elif op == "insert":
+            inserted.setdefault(i1 - 1, []).extend(mine)
+    extra: list[tuple[str, str]] = []
+    for at, added in sorted(inserted.items()):
+        if not added:
+            continue
+        plus = " ".join(f"+ {a}" for a in added)
+        if not cells:
+            extra.append((plus, "added"))
+            continue
+        col = min(max(at, 0), len(cells) - 1)
+        text, state = cells[col]
+        joined = f"{plus} {text}" if at < 0 else f"{text} {plus}"
+        cells[col] = (joined.strip(), "added" if state == "same" else state)
+    return cells + extra
+
+
+def procedure_actions(store: MemoryStore, proc: Procedure, edges_of: EdgesOf) -> list[str]:
+    """A procedure's actions: its chain of steps; else its script's numbered lines; else the
+    chain of the trajectory it was DISTILLED_FROM (a proceduralized script keeps no steps)."""
+    own = chain_actions(store, proc.namespace, proc.id, edges_of)
+    if own:
+        return own
+    lines = [m.group(1).strip() for m in _NUMBERED.finditer(proc.script or "")]
+    if lines:
+        return lines[:MAX_STEPS]
+    for e in edges_of(proc.id):
+        if e.kind is EdgeKind.DISTILLED_FROM and e.src == proc.id:
+            return chain_actions(store, proc.namespace, e.dst, edges_of)
+    return []
+
+
+def chain_actions(store: MemoryStore, namespace: str, proc_id: str, edges_of: EdgesOf) -> list[str]:
+    """A procedure's actions in chain order (FIRST_STEP, NEXT…), read through the store."""
+    out: list[str] = []
+    seen: set[str] = set()
+    nxt = [e.dst for e in edges_of(proc_id) if e.kind is EdgeKind.FIRST_STEP and e.src == proc_id]
+    while nxt and len(out) < MAX_STEPS:
+        step_id = nxt[0]
+        if step_id in seen:
+            break
+        seen.add(step_id)
+        found = store.get_many(namespace, [step_id])
+        if not found:
+            break
+        out.append(str(getattr(found[0], "action", "")))
+        nxt = [e.dst for e in edges_of(step_id) if e.kind is EdgeKind.NEXT and e.src == step_id]
+    return out
+
+
+def best_first(procs: Sequence[Procedure]) -> list[Procedure]:
+    """Live before obsolete, then highest Q, most uses, successful, newest."""
+    return sorted(
+        procs,
+        key=lambda p: (p.obsolete, -p.q, -p.uses, not p.success, -p.created_at.timestamp(), p.id),
+    )
+
+
+def describe_procedures(
+    sub: Subgraph, store: MemoryStore, procs: Sequence[Procedure], edges_of: EdgesOf
+) -> None:
+    """Fill ``sub.compare`` / ``sub.columns`` / ``sub.versions`` / ``sub.episodes`` and give
+    each procedure's node a caption saying what is its own. Needs two procedures to compare."""
+    actions = {p.id: procedure_actions(store, p, edges_of) for p in procs}
+    ordered = best_first(procs)
+    if len(ordered) >= 2:
+        best = ordered[0]
+        sub.columns = actions[best.id]
+        used_by = _users(procs, edges_of)
+        for proc in ordered:
+            own = actions[proc.id]
+            if proc.id == best.id:
+                line = "best · " + ", ".join(_distinct_objects(own)[:4])
+                cells = [(a, "best") for a in own]
+            else:
+                line = distinctive(own, sub.columns)
+                cells = aligned(sub.columns, own)
+            sub.compare.append(_row(proc, line, cells, used_by.get(proc.id, [])))
+            node = sub.nodes.get(proc.id)
+            if node is not None:
+                short = line if proc.id == best.id else distinctive(own, sub.columns, limit=3)
+                node.caption = _caption(proc, len(own), short) + _twins(node.caption)
+    sub.versions = _versions(sub, procs, actions, edges_of)
+    _episodes(sub, store, procs, edges_of)
+
+
+def _row(proc: Procedure, line: str, cells: list[tuple[str, str]], eps: list[str]) -> CompareRow:
+    return CompareRow(
+        id=proc.id,
+        granularity=proc.granularity.value,
+        version=proc.version,
+        q=proc.q,
+        uses=proc.uses,
+        successes=proc.successes,
+        outcome=f"{'✓' if proc.success else '✗'} r={proc.reward:g}",
+        obsolete=proc.obsolete,
+        distinct=line,
+        cells=cells,
+        episodes=eps,
+    )
+
+
+def _caption(proc: Procedure, steps: int, line: str) -> str:
+    """Kind, length (granularity unless the default), what is its own, outcome, uses, Q."""
+    head = f"PROCEDURE · {steps} steps"
+    if proc.granularity.value != "proceduralized":
+        head += f" · {proc.granularity.value}"
+    uses = f"{proc.uses} use{'s' if proc.uses != 1 else ''}"
+    tail = f"{'✓' if proc.success else '✗'} r={proc.reward:g} · {uses} · Q {proc.q:.2f}"
+    if proc.version > 1:
+        tail += f" · v{proc.version}"
+    caption = f"{head}\n{shorten(line, width=28, lines=2)}\n{tail}"
+    return caption + ("\n(obsolete)" if proc.obsolete else "")
+
+
+def _twins(old: str) -> str:
+    """Keep the "+N with the same steps" line that grouping added to the old caption."""
+    kept = [line for line in old.split("\n") if line.endswith("with the same steps")]
+    return "".join("\n" + line for line in kept)
+
+
+def _users(procs: Sequence[Procedure], edges_of: EdgesOf) -> dict[str, list[str]]:
+    """Per procedure, the episodes that marked it used."""
+    out: dict[str, list[str]] = {}
+    for proc in procs:
+        for e in edges_of(proc.id):
+            if e.kind is EdgeKind.RETRIEVED and e.dst == proc.id and e.props.get("used") is True:
+                out.setdefault(proc.id, []).append(e.src)
+    return out
+
+
+def _versions(
+    sub: Subgraph, procs: Sequence[Procedure], actions: dict[str, list[str]], edges_of: EdgesOf
+) -> list[VersionLink]:
+    byid = {p.id: p for p in procs}
+    links: list[VersionLink] = []
+    for proc in procs:
+        for e in edges_of(proc.id):
+            if e.kind is not EdgeKind.EVOLVED_FROM or e.src != proc.id or e.dst not in byid:
+                continue
+            old = byid[e.dst]
+            before, after = actions[old.id], actions[proc.id]
+            change = e.props.get("change")
+            links.append(
+                VersionLink(
+                    old_id=old.id,
+                    new_id=proc.id,
+                    old_version=old.version,
+                    new_version=proc.version,
+                    old_q=old.q,
+                    new_q=proc.q,
+                    change=change if isinstance(change, str) else "",
+                    added=list(dict.fromkeys(a for a in after if a not in before)),
+                    removed=list(dict.fromkeys(a for a in before if a not in after)),
+                )
+            )
+    links.sort(key=lambda v: (v.new_version, v.new_id))
+    return links
+
+
+def _episodes(
+    sub: Subgraph, store: MemoryStore, procs: Sequence[Procedure], edges_of: EdgesOf
+) -> None:
+    offers: dict[str, bool] = {}
+    for proc in procs:
+        for e in edges_of(proc.id):
+            if e.kind is EdgeKind.RETRIEVED and e.dst == proc.id:
+                offers[e.src] = offers.get(e.src, False) or e.props.get("used") is True
+    if not offers:
+        return
+    found: list[AnyMemory] = store.get_many(sub.namespace, list(offers))
+    recent = sorted(
+        found,
+        key=lambda m: (not offers[m.id], -_finished(m), m.id),
+    )[:MAX_EPISODES]
+    sub.episodes = [episode_report(store, sub.namespace, m.id) for m in recent]
+
+
+def _finished(memory: AnyMemory) -> float:
+    when = getattr(memory, "finished_at", None) or memory.created_at
+    return float(when.timestamp())
+
+
+__all__ = [
+    "MAX_EPISODES",
+    "aligned",
+    "best_first",
+    "chain_actions",
+    "describe_procedures",
+    "distinctive",
+    "objects",
+    "procedure_actions",
+]
