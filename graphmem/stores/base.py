@@ -375,7 +375,9 @@ class MemoryStore(ABC):
 
         Every line is parsed and validated first (format, dimension, records, edge ends); only
         then is anything written, in one atomic ``upsert`` (one journal record on the embedded
-        store, one transaction on Neo4j). The whole file is held in memory meanwhile, so an
+        store, one transaction on Neo4j; Neo4j reads are read-committed, so a read running
+        while that transaction commits can see part of it, never more than has begun, and all
+        of it once this returns). The whole file is held in memory meanwhile, so an
         import is bounded by memory (and, on Neo4j, by the server's transaction memory).
         ``namespace`` moves every record into that namespace (e.g. to copy memories between
         tenants). Returns (nodes, edges) imported.
