@@ -418,3 +418,25 @@ def test_a_remote_graph_called_from_a_node_runs_in_the_parents_namespace(server:
     query = {"query": "make tea for the remote agent", "open_episode": False}
     found = server.run("graphmem_retrieve", query, namespace="http-remote")
     assert [h["memory_id"] for h in found["hits"]] == [procedure_id]
+
+
+def test_a_store_error_reaches_the_client_with_its_message(server: Server) -> None:
+    """A StoreError raised in a served run (here: the store's log damaged by someone else
+    while the server runs) reaches the HTTP client as StoreError with its message, not as "An
+    internal error occurred"; ``store repair`` then puts the server's store back to work."""
+    from graphmem.stores._check import repair_store
+
+    ns = "http-store-error"
+    server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)
+    (wal,) = server.store.glob("wal-*.jsonl")
+    offset = wal.stat().st_size
+    with wal.open("ab") as f:
+        f.write(b"a complete record that is no record\n")
+    try:
+        out = server.run("graphmem_retrieve", {"query": "make tea"}, namespace=ns)
+        assert out["__error__"]["error"] == "StoreError", out
+        assert f"{wal} is corrupt at byte {offset}" in out["__error__"]["message"], out
+    finally:
+        repair_store(server.store)
+    again = server.run("graphmem_retrieve", {"query": "make tea"}, namespace=ns)
+    assert "__error__" not in again and again["hits"], again
