@@ -282,3 +282,140 @@ def test_mermaid_output_parses_in_mermaid(tmp_path: Path, sample_store: Embedded
     done = chromium(tmp_path, page, "--dump-dom")
     out = re.search(r"<div id=\"out\">([^<]*)</div>", done.stdout)
     assert out and out.group(1) == f"ok {len(charts)}", out.group(1) if out else done.stdout[-500:]
+
+
+@pytest.fixture(scope="module")
+def cooking_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo played on cookingworld (every game's task text reads the same), its pictures."""
+    from graphmem.examples.demo import run_demo
+    from graphmem.examples.envs.jvm import has_java17
+    from graphmem.settings import Settings
+
+    if CHROMIUM is None:
+        pytest.skip("no headless Chromium installed")
+    if not has_java17():
+        pytest.skip("the demo plays text games: needs Java 17")
+    root = tmp_path_factory.mktemp("cooking-demo")
+    settings = Settings(store_path=root / "store", embedder="hashing")
+    run_demo(settings, game="cookingworld", episodes=20, out=root / "out", namespace="demo-33")
+    return root / "out"
+
+
+def with_probe(page: Path, script: str) -> Path:
+    """A copy of ``page`` whose extra script writes what it measured into #gm-probe."""
+    probed = page.with_name("probe-" + page.name)
+    body = f'<div id="gm-probe">pending</div><script>{script}</script></body>'
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", body), encoding="utf-8")
+    return probed
+
+
+def probe(tmp_path: Path, page: Path) -> str:
+    done = chromium(tmp_path, page, "--dump-dom")
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'<div id="gm-probe">([^<]*)</div>', done.stdout)
+    assert found, done.stdout[-500:]
+    return html.unescape(found.group(1))
+
+
+@requires_chromium
+@pytest.mark.java
+@pytest.mark.slow
+def test_the_demo_tells_its_procedures_apart_at_first_view(
+    tmp_path: Path, cooking_demo: Path
+) -> None:
+    """At the first view, at least three procedures of the task show different distinctive
+    text (the line under their head) in captions at least 10.5 px high."""
+    page = cooking_demo / "chain.html"
+    status = rendered_status(tmp_path, page)
+    assert status["state"] == "rendered", status
+    shown = [
+        str(v["label"]).split("\n")
+        for v in visible_labels(status)
+        if str(v["label"]).startswith("PROCEDURE") and float(str(v["px"])) >= 10.5
+    ]
+    distinct = {" ".join(lines[1:-1]) for lines in shown}
+    assert len(shown) >= 3 and len(distinct) >= 3, shown
+    shot = tmp_path / "demo-procedures.png"
+    assert chromium(tmp_path, page, f"--screenshot={shot}").returncode == 0
+    keep = os.environ.get("GRAPHMEM_VIZ_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, Path(keep) / "demo-procedures.png")
+
+
+_TEXT_PROBE = """
+(function () {
+  var out = {}, small = [];
+  ["gm-compare", "gm-versions", "gm-episodes"].forEach(function (id) {
+    var el = document.getElementById(id);
+    out[id] = el ? el.innerText.length : 0;
+  });
+  var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    var node = walker.currentNode, el = node.parentElement;
+    if (!node.textContent.trim() || !el || el.closest("script,style,[hidden]")) { continue; }
+    if (el.offsetParent === null && el !== document.body) { continue; }
+    var px = parseFloat(getComputedStyle(el).fontSize);
+    if (px < 10.5) { small.push(el.tagName + " " + px + " " + node.textContent.slice(0, 30)); }
+  }
+  var ep = document.querySelector(".gm-episode");
+  out.episodeRows = ep ? ep.querySelectorAll("tbody tr").length : 0;
+  out.usedRows = ep ? ep.querySelectorAll("tbody tr.gm-used").length : 0;
+  out.episodeText = ep ? ep.innerText : "";
+  out.episodeLinks = document.querySelectorAll('#gm-compare a[href^="#episode-"]').length;
+  out.small = small.slice(0, 10);
+  document.getElementById("gm-probe").textContent = JSON.stringify(out);
+})();
+"""
+
+
+@requires_chromium
+@pytest.mark.java
+@pytest.mark.slow
+def test_the_demo_page_explains_episodes_and_all_its_text_is_legible(
+    tmp_path: Path, cooking_demo: Path
+) -> None:
+    """The chain page holds the comparison table, the versions and the episodes that used its
+    procedures, each listing what it was offered and used with sim, Q and score; linked from
+    the table. No text on the page is under 10.5 px."""
+    found = json.loads(probe(tmp_path, with_probe(cooking_demo / "chain.html", _TEXT_PROBE)))
+    assert found["small"] == [], found["small"]
+    assert found["gm-compare"] > 0 and found["gm-episodes"] > 0, found
+    assert found["episodeRows"] >= 2 and found["usedRows"] >= 1, found
+    assert found["episodeLinks"] >= 1, found
+    text = found["episodeText"]
+    for heading in ("sim", "Q at retrieval", "score", "used", "Q before → after", "offered"):
+        assert heading in text, text[:500]
+    assert re.search(r"\d\.\d{3} → \d\.\d{3}", text), text[:800]  # a credited Q moved
+
+
+@requires_chromium
+@pytest.mark.java
+@pytest.mark.slow
+@pytest.mark.skipif(not MERMAID_JS, reason="set GRAPHMEM_MERMAID_JS to a local mermaid.min.js")
+def test_the_demo_mermaid_chain_fits_a_1400_px_page(tmp_path: Path, cooking_demo: Path) -> None:
+    """mermaid.js (from npm, offline) draws the demo's chain.mmd at its natural size (no
+    shrinking to the page) no wider than a 1400-px window: no horizontal scrolling."""
+    assert MERMAID_JS is not None
+    chart = (cooking_demo / "chain.mmd").read_text(encoding="utf-8")
+    page = tmp_path / "chain-mermaid.html"
+    page.write_text(
+        "<!doctype html><html><body style='margin:0'>"
+        f'<pre class="mermaid">{html.escape(chart)}</pre><div id="gm-probe">pending</div>'
+        f"<script>{Path(MERMAID_JS).read_text(encoding='utf-8')}</script>"
+        "<script>mermaid.initialize({startOnLoad:false, flowchart:{useMaxWidth:false}});"
+        "mermaid.run().then(function(){var svg=document.querySelector('pre.mermaid svg');"
+        "document.getElementById('gm-probe').textContent=JSON.stringify({"
+        "svg: svg.getBoundingClientRect().width, page: document.documentElement.scrollWidth,"
+        "view: window.innerWidth, rows: svg.querySelectorAll('g.cluster').length});})"
+        ".catch(function(e){document.getElementById('gm-probe').textContent='error '+e;});"
+        "</script></body></html>",
+        encoding="utf-8",
+    )
+    found = json.loads(probe(tmp_path, page))
+    assert found["rows"] >= 3, found  # wrapped into row subgraphs
+    assert found["svg"] <= 1400 and found["page"] <= found["view"], found
+    shot = tmp_path / "chain-mermaid.png"
+    assert chromium(tmp_path, page, f"--screenshot={shot}").returncode == 0
+    keep = os.environ.get("GRAPHMEM_VIZ_SCREENSHOT_DIR")
+    if keep:
+        shutil.copy(shot, Path(keep) / "demo-mermaid.png")

@@ -57,3 +57,23 @@ def test_q_label_follows_q(neo4j_store: MemoryStore, namespace: str) -> None:
         assert isinstance(back, Note) and back.q == pytest.approx(0.275)
     finally:
         store.delete(namespace, [m.id for m in store.iter_nodes(namespace)])
+
+
+def test_schema_apply_back_fills_q_label(neo4j_store: MemoryStore, namespace: str) -> None:
+    """Nodes written before q_label existed get it from `graphmem schema apply` (setup)."""
+    from graphmem.stores.neo4j_schema import _backfill_q_label
+    from graphmem.stores.neo4j_tx import sync_work
+
+    store = neo4j_store
+    driver = store.driver  # type: ignore[attr-defined]
+    try:
+        note = Note(namespace=namespace, content="grill means barbeque", q=0.456)
+        store.upsert([note], keep_utility=False)
+        driver.execute_query("MATCH (m:Memory {namespace: $ns}) REMOVE m.q_label", ns=namespace)
+        assert labels(store, namespace)[note.id][0] is None
+        with driver.session() as session:
+            while session.execute_write(sync_work(_backfill_q_label)):
+                pass
+        assert labels(store, namespace)[note.id][0] == "0.46"
+    finally:
+        store.delete(namespace, [m.id for m in store.iter_nodes(namespace)])

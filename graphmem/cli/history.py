@@ -68,4 +68,10 @@ def _history(args: argparse.Namespace) -> int:
                 )
             print()
         print(found.render())
+        if found.episodes:
+            last = found.episodes[-1].episode_id
+            print(
+                f"\nWhat an episode was offered and used: graphmem episode {args.namespace} {last}"
+                "\n(and on the page: graphmem viz task <id>, section Episodes)"
+            )
     return 0

@@ -263,6 +263,17 @@ SET m.q_label = CASE size(split(toString(round(m.q, 2)), '.')[1]) WHEN 1
 RETURN properties(m) AS props
 """
 
+# `graphmem schema apply` gives nodes written before q_label existed their caption, a batch
+# per transaction; it returns how many it set (0 when every label is in step with Q).
+BACKFILL_Q_LABEL: Final = """
+MATCH (m:Memory)
+WHERE m.q IS NOT NULL AND m.q_label IS NULL
+WITH m LIMIT $batch
+SET m.q_label = CASE size(split(toString(round(m.q, 2)), '.')[1]) WHEN 1
+    THEN toString(round(m.q, 2)) + '0' ELSE toString(round(m.q, 2)) END
+RETURN count(m) AS set
+"""
+
 DETACH_DELETE: Final = """
 MATCH (m:Memory {namespace: $namespace})
 WHERE m.id IN $ids

@@ -121,6 +121,8 @@ def setup(
                     count += 1
             session.execute_write(sync_work(partial(_fix_dimension, dimension=dimension)))
             _await_indexes(session, wait)
+            while session.execute_write(sync_work(_backfill_q_label)):
+                pass
     except (Neo4jError, DriverError) as e:
         raise StoreError(f"applying the Neo4j schema failed: {_reason(e)}") from e
     log.info("schema v%d applied: %d statements, dimension %d", SCHEMA_VERSION, count, dimension)
@@ -241,6 +243,16 @@ async def _index_dimension(tx: Tx) -> int | None:
     config = (record["options"] or {}).get("indexConfig", {})
     value = config.get("vector.dimensions")
     return None if value is None else int(value)
+
+
+BACKFILL_BATCH = 10_000
+
+
+async def _backfill_q_label(tx: Tx) -> int:
+    """Give up to BACKFILL_BATCH nodes without a ``q_label`` (written before it existed) theirs;
+    how many it set."""
+    record = single(await tx.run(cypher.BACKFILL_Q_LABEL, batch=BACKFILL_BATCH))
+    return 0 if record is None else int(record["set"])
 
 
 async def _fix_dimension(tx: Tx, *, dimension: int) -> None:

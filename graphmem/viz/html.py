@@ -540,7 +540,8 @@ _APP_JS = r"""
     initialView();
     network.redraw();
     status.setAttribute("data-rendered-nodes", String(Object.keys(network.getPositions()).length));
-    status.setAttribute("data-rendered-edges", String(network.body.edgeIndices.length));
+    // Every edge drawn or ready to draw on demand (hidden edges are not in edgeIndices).
+    status.setAttribute("data-rendered-edges", String(Object.keys(network.body.edges).length));
     status.setAttribute("data-on-demand-edges", String(demand.length));
     status.setAttribute("data-scale", String(Math.round(network.getScale() * 1000) / 1000));
     status.setAttribute("data-visible-labels", JSON.stringify(visibleLabels()));
