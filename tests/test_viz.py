@@ -25,6 +25,7 @@ from graphmem.models import AnyMemory, Edge, Episode, Note, Procedure, Step, Tas
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.testing import HOSTILE_TEXTS
+from graphmem.viz.compare import aligned, short_step
 from graphmem.viz.graph import q_colour
 from graphmem.viz.layout import layout, node_box, steps_per_row
 from graphmem.viz.sample import SampleIds, load_sample
@@ -201,10 +202,13 @@ def test_episode_view_shows_what_was_retrieved_and_how_q_moved(
         "1.000",
     )
     assert first["q_after"] == first["q_now"] == "0.692"
+    assert [row["used"] for row in sub.table] == ["used", "", ""]  # offered vs used
+    page = viz.to_html(sub)
+    assert "<th>used</th>" in page and page.count('<tr class="gm-used">') == 1
     retrieved = [e for e in sub.edges if e.kind == "RETRIEVED"]
     assert len(retrieved) == 3 and all(e.src == sample.episode for e in retrieved)
     top = next(e for e in retrieved if e.dst == sample.fixed)
-    assert top.label.startswith("#1 score 1.00") and "Q 0.56→0.69" in top.label
+    assert top.label.startswith("#1 score 1.00 used") and "Q 0.56→0.69" in top.label
     # Retrieved procedures come with the task they solved.
     assert sample.task in sub.nodes and sub.nodes[sample.task].level == 2
     assert "reward 1, success" in sub.subtitle
@@ -632,3 +636,101 @@ def test_mermaid_wraps_a_task_view_into_rows(
     assert len(steps_per_row) == -(-len(chain) // max(steps_per_row))
     assert len(rows) >= len(steps_per_row)
     assert "direction LR" in text
+
+
+# ---- procedures told apart (issue 33) ------------------------------------------------------
+
+
+def test_short_step_labels_and_aligned_cells() -> None:
+    assert short_step("take knife") == "take knife"
+    assert short_step("cook block of cheese in stove") == "cook cheese in stove"
+    assert short_step("take orange bell pepper") == "take bell pepper"
+    assert short_step("open door to east") == "open door E"
+    assert short_step("open kitchen cupboard") == "open cupboard"
+    best = ["take knife", "open fridge", "eat meal"]
+    cells = aligned(best, ["take knife", "cook yellow potato in oven", "eat meal", "go east"])
+    assert cells == [
+        ("·", "same", "·"),
+        ("cook yellow potato in oven", "changed", "cook yellow potato in oven"),
+        ("· + go east", "added", "· +1"),
+    ]
+    assert aligned(best, ["take knife"])[1:] == [("—", "missing", "—")] * 2
+
+
+def recipes(store: MemoryStore, namespace: str) -> tuple[Task, list[Procedure], Episode]:
+    """One task text, three procedures that differ in their objects; an episode offered all
+    three and used the second."""
+    text = "You are hungry! Let's cook a delicious meal."
+    task = Task(namespace=namespace, text=text, key=text)
+    plans = [
+        (0.9, ["take knife", "take red apple", "slice red apple", "cook red apple in oven"]),
+        (0.7, ["take knife", "take yellow potato", "dice yellow potato", "eat meal"]),
+        (0.6, ["take knife", "take block of cheese", "cook block of cheese in stove"]),
+    ]
+    procs = [
+        Procedure(
+            namespace=namespace,
+            task_text=text,
+            key=text,
+            granularity="proceduralized",
+            q=q,
+            success=True,
+            reward=1.0,
+        )
+        for q, _ in plans
+    ]
+    nodes: list[AnyMemory] = [task, *procs]
+    edges = [Edge(namespace=namespace, kind="SOLVED_BY", src=task.id, dst=p.id) for p in procs]
+    for proc, (_, actions) in zip(procs, plans, strict=True):
+        chain = [
+            Step(namespace=namespace, procedure_id=proc.id, index=i, action=a)
+            for i, a in enumerate(actions)
+        ]
+        nodes += chain
+        edges.append(Edge(namespace=namespace, kind="FIRST_STEP", src=proc.id, dst=chain[0].id))
+        edges += [
+            Edge(namespace=namespace, kind="NEXT", src=a.id, dst=b.id)
+            for a, b in itertools.pairwise(chain)
+        ]
+    episode = Episode(namespace=namespace, task_text=text)
+    nodes.append(episode)
+    edges += [
+        Edge(
+            namespace=namespace,
+            kind="RETRIEVED",
+            src=episode.id,
+            dst=p.id,
+            props={"rank": k, "sim": 0.9, "q": p.q, "score": 1.0 - k, "used": k == 1},
+        )
+        for k, p in enumerate(procs)
+    ]
+    store.upsert(nodes, edges, keep_utility=False)
+    return task, procs, episode
+
+
+def test_procedures_of_one_task_are_told_apart(store: MemoryStore, namespace: str) -> None:
+    """Captions say what each procedure has of its own; the page compares them step by step
+    in a compact table (step numbers, short labels, whole steps on hover) and tells the
+    episode that used one: offered, used, scores."""
+    task, procs, episode = recipes(store, namespace)
+    sub = viz.task_subgraph(store, namespace, task.id)
+    assert [r.id for r in sub.compare] == [p.id for p in procs]  # best Q first
+    lines = [sub.nodes[p.id].caption.split("\n")[1] for p in procs if p.id in sub.nodes]
+    assert len(lines) == 3 and len(set(lines)) == 3, lines
+    assert lines[0].startswith("best") and "yellow potato" in lines[1] and "cheese" in lines[2]
+    assert sub.compare[1].cells[1] == ("take yellow potato", "changed", "take yellow potato")
+    assert sub.compare[2].cells[2] == (
+        "cook block of cheese in stove",
+        "changed",
+        "cook cheese in stove",
+    )
+    page = viz.to_html(sub)
+    assert '<th title="slice red apple">2</th>' in page  # a column is its step number
+    assert (
+        '<td class="gm-chg" title="cook block of cheese in stove"><div>cook cheese in stove' in page
+    )
+    assert [ep.id for ep in sub.episodes] == [episode.id]
+    section = page[page.index(f'id="episode-{episode.id}"') :]
+    assert "offered 3, used 1" in section and section.count('<tr class="gm-used">') == 1
+    assert f'href="#proc-{procs[1].id}"' in section  # the used procedure, linked to its row
+    assert f'href="#episode-{episode.id}"' in page[page.index('id="gm-compare"') :]

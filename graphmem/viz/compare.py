@@ -8,10 +8,12 @@ barbeque · − red apple") — and builds the comparison table (one row per pro
 first, one column per step of the best, differences marked), the version chains (EVOLVED_FROM,
 with the steps each version added and dropped) and the stories of the episodes that used them.
 
->>> objects("cook red potato in barbeque")
-['red potato', 'barbeque']
+>>> objects("cook block of cheese in stove")
+['block of cheese', 'stove']
+>>> short_step("cook block of cheese in stove"), short_step("open door to east")
+('cook cheese in stove', 'open door E')
 >>> aligned(["take knife", "open fridge", "eat"], ["take knife", "open oven", "eat", "sleep"])
-[('·', 'same'), ('open oven', 'changed'), ('· + sleep', 'added')]
+[('·', 'same', '·'), ('open oven', 'changed', 'open oven'), ('· + sleep', 'added', '· +1')]
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ MAX_EPISODES = 6
 MAX_STEPS = 200
 """A chain longer than this is compared on its first steps only."""
 
-_SPLIT = re.compile(r"\b(?:in|into|on|onto|with|to|from|at|of)\b")
+_SPLIT = re.compile(r"\b(?:in|into|on|onto|with|to|from|at)\b")
 _NUMBERED = re.compile(r"^\s*\d+[.)]\s*(\S.*)$", re.M)
 _DIRECTIONS = frozenset({"north", "south", "east", "west", "up", "down", "left", "right"})
 
@@ -45,6 +47,32 @@ def objects(action: str) -> list[str]:
         return []
     parts = (" ".join(p.split()) for p in _SPLIT.split(" ".join(words[1:])))
     return [p for p in parts if p and p not in _DIRECTIONS]
+
+
+SHORT_OBJECT = 14
+"""A step's short label keeps at most this many characters of its object (its last words)."""
+
+
+def short_step(action: str) -> str:
+    """A label for a narrow table cell: the verb, the first object's last words (``"block of
+    cheese"`` → ``"cheese"``, ``"orange bell pepper"`` → ``"bell pepper"``), then where to (the
+    last object's last word after its preposition, or a compass direction's initial); actions
+    of one or two words stay whole."""
+    words = action.split()
+    found = objects(action)
+    if len(words) <= 2 or not found:
+        return " ".join(words)
+    head = found[0].split(" of ")[-1].split()
+    while len(head) > 1 and len(" ".join(head)) > SHORT_OBJECT:
+        head = head[1:]
+    tail: list[str] = []
+    compass = [w for w in words[1:] if w.lower() in _DIRECTIONS]
+    where = _SPLIT.findall(action.lower())
+    if compass:
+        tail = [compass[0][0].upper()]
+    elif len(found) > 1 and where:
+        tail = [where[-1], found[-1].split()[-1]]
+    return " ".join([words[0], *head, *tail])
 
 
 def _distinct_objects(actions: Sequence[str]) -> list[str]:
@@ -76,35 +104,40 @@ def distinctive(actions: Sequence[str], best: Sequence[str], limit: int = 0) -> 
     return f"{'stops' if shorter else 'goes on'} after step {min(len(actions), len(best)) - 1}"
 
 
-def aligned(best: Sequence[str], actions: Sequence[str]) -> list[tuple[str, str]]:
-    """``actions`` laid out on the best procedure's columns: ``(text, state)`` per column, state
-    ``same`` (shown as ·), ``changed``, ``missing`` (—) or ``added`` (extra steps, written into
-    the column they follow)."""
-    cells: list[tuple[str, str]] = [("—", "missing") for _ in best]
+Cell = tuple[str, str, str]
+"""One step of a procedure in the comparison table: full text, state, short label."""
+
+
+def aligned(best: Sequence[str], actions: Sequence[str]) -> list[Cell]:
+    """``actions`` laid out on the best procedure's columns: ``(text, state, label)`` per
+    column, state ``same`` (label ·), ``changed``, ``missing`` (—) or ``added`` (extra steps,
+    written into the column they follow; the label counts them, "+2")."""
+    cells: list[Cell] = [("—", "missing", "—") for _ in best]
     inserted: dict[int, list[str]] = {}
     matcher = difflib.SequenceMatcher(None, list(best), list(actions), autojunk=False)
     for op, i1, i2, j1, j2 in matcher.get_opcodes():
         mine = list(actions[j1:j2])
         if op == "equal":
-            cells[i1:i2] = [("·", "same")] * (i2 - i1)
+            cells[i1:i2] = [("·", "same", "·")] * (i2 - i1)
         elif op == "replace":
             for k, i in enumerate(range(i1, min(i2, i1 + len(mine)))):
-                cells[i] = (mine[k], "changed")
+                cells[i] = (mine[k], "changed", short_step(mine[k]))
             inserted.setdefault(i2 - 1, []).extend(mine[i2 - i1 :])
         elif op == "insert":
             inserted.setdefault(i1 - 1, []).extend(mine)
-    extra: list[tuple[str, str]] = []
+    extra: list[Cell] = []
     for at, added in sorted(inserted.items()):
         if not added:
             continue
         plus = " ".join(f"+ {a}" for a in added)
         if not cells:
-            extra.append((plus, "added"))
+            extra.append((plus, "added", f"+{len(added)}"))
             continue
         col = min(max(at, 0), len(cells) - 1)
-        text, state = cells[col]
+        text, state, label = cells[col]
         joined = f"{plus} {text}" if at < 0 else f"{text} {plus}"
-        cells[col] = (joined.strip(), "added" if state == "same" else state)
+        more = f"+{len(added)} {label}" if at < 0 else f"{label} +{len(added)}"
+        cells[col] = (joined.strip(), "added" if state == "same" else state, more)
     return cells + extra
 
 
@@ -164,7 +197,7 @@ def describe_procedures(
             own = actions[proc.id]
             if proc.id == best.id:
                 line = "best · " + ", ".join(_distinct_objects(own)[:4])
-                cells = [(a, "best") for a in own]
+                cells = [(a, "best", short_step(a)) for a in own]
             else:
                 line = distinctive(own, sub.columns)
                 cells = aligned(sub.columns, own)
@@ -177,7 +210,7 @@ def describe_procedures(
     _episodes(sub, store, procs, edges_of)
 
 
-def _row(proc: Procedure, line: str, cells: list[tuple[str, str]], eps: list[str]) -> CompareRow:
+def _row(proc: Procedure, line: str, cells: list[Cell], eps: list[str]) -> CompareRow:
     return CompareRow(
         id=proc.id,
         granularity=proc.granularity.value,
@@ -267,6 +300,29 @@ def _episodes(
         key=lambda m: (not offers[m.id], -_finished(m), m.id),
     )[:MAX_EPISODES]
     sub.episodes = [episode_report(store, sub.namespace, m.id) for m in recent]
+    if sub.columns:
+        _name_other_procedures(sub, store, {p.id for p in procs}, edges_of)
+
+
+def _name_other_procedures(
+    sub: Subgraph, store: MemoryStore, shown: set[str], edges_of: EdgesOf
+) -> None:
+    """An offered procedure that is not in the table (another task's, or obsolete) is named,
+    too, by how its steps differ from the best's, instead of its task text that reads like
+    every other's."""
+    others = {o.id for ep in sub.episodes for o in ep.offered if o.kind == "Procedure"} - shown
+    lines = {
+        m.id: distinctive(procedure_actions(store, m, edges_of), sub.columns, limit=3)
+        for m in store.get_many(sub.namespace, sorted(others))
+        if isinstance(m, Procedure)
+    }
+    for ep in sub.episodes:
+        ep.offered = [
+            o.model_copy(update={"summary": f"procedure, not in the table: {lines[o.id]}"})
+            if o.id in lines
+            else o
+            for o in ep.offered
+        ]
 
 
 def _finished(memory: AnyMemory) -> float:
@@ -276,6 +332,7 @@ def _finished(memory: AnyMemory) -> float:
 
 __all__ = [
     "MAX_EPISODES",
+    "Cell",
     "aligned",
     "best_first",
     "chain_actions",
@@ -283,4 +340,5 @@ __all__ = [
     "distinctive",
     "objects",
     "procedure_actions",
+    "short_step",
 ]

@@ -131,7 +131,8 @@ class VizEdge:
 @dataclass
 class CompareRow:
     """One procedure in a task's comparison table: its numbers, what is its own, and its steps
-    aligned on the best procedure's (``(text, state)``: best, same, changed, missing, added)."""
+    aligned on the best procedure's (``(text, state, short label)``; state best, same, changed,
+    missing or added)."""
 
     id: str
     granularity: str
@@ -142,7 +143,7 @@ class CompareRow:
     outcome: str
     obsolete: bool
     distinct: str
-    cells: list[tuple[str, str]]
+    cells: list[tuple[str, str, str]]
     episodes: list[str] = field(default_factory=list)  # episodes that marked it used
 
 
@@ -328,6 +329,8 @@ def edge_label(edge: Edge) -> str:
         parts = [head]
         if (s := _num(score)) is not None:
             parts.append(f"score {s:.2f}")
+        if p.get("used") is True:
+            parts.append("used")
         second: list[str] = []
         if (v := _num(sim)) is not None:
             second.append(f"sim {v:.2f}")

@@ -16,10 +16,13 @@ import html
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from graphmem.viz.graph import KIND_STYLES, Subgraph, VizError, q_colour, shorten
 from graphmem.viz.layout import font_px, layout
+
+if TYPE_CHECKING:
+    from graphmem.ops.explain import Offer
 
 VIS_PACKAGE = "pyvis"
 VIS_PATH = ("lib", "vis-9.1.2", "vis-network.min.js")
@@ -123,6 +126,7 @@ _TABLE_COLUMNS = (
     ("sim", "sim"),
     ("q", "Q at retrieval"),
     ("score", "score"),
+    ("used", "used"),
     ("q_after", "Q after reward"),
     ("q_now", "Q now"),
 )
@@ -133,7 +137,7 @@ def _table(sub: Subgraph) -> str:
         return ""
     head = "".join(f"<th>{html.escape(title)}</th>" for _, title in _TABLE_COLUMNS)
     rows = "".join(
-        "<tr>"
+        f'<tr class="{"gm-used" if row.get("used") else ""}">'
         + "".join(f"<td>{html.escape(row.get(key, ''))}</td>" for key, _ in _TABLE_COLUMNS)
         + "</tr>"
         for row in sub.table
@@ -158,43 +162,43 @@ def _episode_link(sub: Subgraph, episode_id: str) -> str:
 
 
 def _compare(sub: Subgraph) -> str:
-    """Every procedure of the page, best Q first, on the best one's steps: differences marked."""
+    """Every procedure of the page, best Q first, on the best one's steps: one narrow column a
+    step (its number; short labels in the cells, the full step on hover), differences marked."""
     if not sub.compare:
         return ""
-    head = "".join(
-        f'<th title="{_esc(a)}">{k}. {_esc(shorten(a, width=18, lines=2))}</th>'
-        for k, a in enumerate(sub.columns)
-    )
+    head = "".join(f'<th title="{_esc(a)}">{k}</th>' for k, a in enumerate(sub.columns))
     width = max([len(sub.columns), *(len(r.cells) for r in sub.compare)])
-    head += "<th>+</th>" * (width - len(sub.columns))
+    head += '<th title="steps after the best one\'s last">+</th>' * (width - len(sub.columns))
     rows = []
     for r in sub.compare:
         cells = "".join(
             f'<td class="gm-{_STATES.get(state, "same")}" title="{_esc(text)}">'
-            f"{_esc(shorten(text, width=18, lines=3))}</td>"
-            for text, state in r.cells
+            f"<div>{_esc(label)}</div></td>"
+            for text, state, label in r.cells
         )
         cells += "<td></td>" * (width - len(r.cells))
-        users = ", ".join(_episode_link(sub, e) for e in r.episodes[:4])
-        if len(r.episodes) > 4:
-            users += f" +{len(r.episodes) - 4}"
-        state = " (obsolete)" if r.obsolete else ""
+        users = " ".join(_episode_link(sub, e) for e in r.episodes[:1])
+        if len(r.episodes) > 1:
+            users += f" +{len(r.episodes) - 1}"
+        kind = "" if r.granularity == "proceduralized" else f" · {_esc(r.granularity)}"
+        state = " · obsolete" if r.obsolete else ""
+        uses = f"{r.uses} use{'' if r.uses == 1 else 's'}"
+        title = f"{r.id} · {r.granularity} v{r.version} · {r.distinct}"
         rows.append(
-            f'<tr id="proc-{_esc(r.id)}"><th class="gm-proc">'
-            f"<b>Q {r.q:.2f}</b> · {r.outcome} · {r.uses} uses · {_esc(r.granularity)} "
-            f'v{r.version}{state}<br><span class="gm-distinct">{_esc(r.distinct)}</span>'
-            f'<br><span class="gm-id">{_esc(r.id[:8])}</span>'
-            + (f" · used in {users}" if users else "")
-            + f"</th>{cells}</tr>"
+            f'<tr id="proc-{_esc(r.id)}"><th class="gm-proc" title="{_esc(title)}">'
+            f"<b>Q {r.q:.2f}</b> · {_esc(r.outcome)} · {uses} · v{r.version}{kind}{state}"
+            f'<div class="gm-distinct">{_esc(r.distinct)}</div></th>{cells}'
+            f'<td class="gm-users">{users}</td></tr>'
         )
     return (
         '<section class="gm-section" id="gm-compare"><h2>Procedures compared, best Q first</h2>'
-        '<p class="gm-hint">Columns are the best procedure\'s steps; in the other rows '
-        '<span class="gm-same">·</span> is the same step, <span class="gm-chg">yellow</span> '
-        'another step, <span class="gm-miss">—</span> a step it lacks, '
-        '<span class="gm-add">+ green</span> steps it adds.</p>'
-        '<div class="gm-scroll"><table class="gm-cmp"><thead><tr><th>procedure</th>'
-        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div></section>"
+        '<p class="gm-hint">Columns are the best procedure\'s steps (hover a cell for the whole '
+        'step); in the other rows <span class="gm-same">·</span> is the same step, '
+        '<span class="gm-chg">yellow</span> another step, <span class="gm-miss">—</span> a step '
+        'it lacks, <span class="gm-add">+N green</span> steps it adds.</p>'
+        '<div class="gm-scroll"><table class="gm-cmp"><thead><tr><th class="gm-proc">procedure'
+        f'</th>{head}<th class="gm-users">used in</th></tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div></section>"
     )
 
 
@@ -226,6 +230,20 @@ def _num(value: float | None, fmt: str = ".3f") -> str:
     return "" if value is None else format(value, fmt)
 
 
+def _offer_text(sub: Subgraph, offer: Offer) -> str:
+    """A procedure of the comparison table is named by what is its own, linked to its row;
+    any other memory by its summary."""
+    row = next((r for r in sub.compare if r.id == offer.id), None)
+    if row is None:
+        return (
+            f'<td title="{_esc(offer.id)}">{_esc(shorten(offer.summary, width=90, lines=1))}</td>'
+        )
+    return (
+        f'<td title="{_esc(offer.summary)}"><a href="#proc-{_esc(row.id)}">procedure '
+        f"{_esc(row.id[:8])}</a>: {_esc(shorten(row.distinct, width=80, lines=1))}</td>"
+    )
+
+
 def _episodes(sub: Subgraph) -> str:
     """What each episode that used these procedures was offered and used, and how Q moved."""
     if not sub.episodes:
@@ -238,14 +256,16 @@ def _episodes(sub: Subgraph) -> str:
             outcome = f"reward {ep.reward:g} ({'success' if ep.success else 'failure'})"
         credit = f" · credit: {ep.credit.value}" if ep.credit else ""
         used = sum(o.used for o in ep.offered)
+        # Best score first, as the episode's own view ranks them (each recall ranks from 0).
+        offers = sorted(ep.offered, key=lambda o: -(o.score if o.score is not None else -1e9))
         rows = "".join(
-            f'<tr class="{"gm-used" if o.used else ""}"><td>{_esc(o.rank)}</td>'
-            f"<td>{_esc(o.kind)}</td>"
-            f'<td title="{_esc(o.id)}">{_esc(shorten(o.summary, width=70, lines=1))}</td>'
+            f'<tr class="{"gm-used" if o.used else ""}">'
+            f'<td title="rank in its recall: {_esc(o.rank)}">{k}</td><td>{_esc(o.kind)}</td>'
+            f"{_offer_text(sub, o)}"
             f"<td>{_num(o.sim, '.2f')}</td><td>{_num(o.q_at_retrieval)}</td>"
             f"<td>{_num(o.score, '+.2f')}</td><td>{'used' if o.used else ''}</td>"
             f"<td>{_num(o.q_before)}{' → ' if o.credited else ''}{_num(o.q_after)}</td></tr>"
-            for o in ep.offered
+            for k, o in enumerate(offers, start=1)
         )
         parts.append(
             f'<section class="gm-episode" id="episode-{_esc(ep.id)}">'
@@ -259,7 +279,8 @@ def _episodes(sub: Subgraph) -> str:
         )
     return (
         '<section class="gm-section" id="gm-episodes"><h2>Episodes that used these '
-        f"procedures: what each was offered and used</h2>{''.join(parts)}</section>"
+        "procedures: what each was offered (best score first) and used, and how Q moved</h2>"
+        f"{''.join(parts)}</section>"
     )
 
 
@@ -328,6 +349,7 @@ div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-
 .gm-table table { border-collapse: collapse; background: #fff; width: 100%; }
 .gm-table th, .gm-table td { border: 1px solid #dee2e6; padding: 4px 8px; text-align: left; }
 .gm-table th { background: #f1f3f5; }
+.gm-table tr.gm-used td { background: #e7f5ff; font-weight: 600; }
 #gm-error { color: #c92a2a; padding: 0 20px; }
 .gm-nav { padding: 0 20px 6px; font-size: 13px; color: #495057; }
 .gm-section { padding: 0 20px 20px; font-size: 13px; }
@@ -335,12 +357,16 @@ div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-
 .gm-section li { margin-bottom: 6px; }
 .gm-hint { color: #495057; margin: 0 0 6px; font-size: 12px; }
 .gm-scroll { overflow-x: auto; background: #fff; border: 1px solid #dee2e6; border-radius: 6px; }
-.gm-cmp { border-collapse: collapse; font-size: 12px; }
-.gm-cmp th, .gm-cmp td { border: 1px solid #e9ecef; padding: 3px 5px; vertical-align: top;
-  max-width: 120px; min-width: 56px; text-align: left; font-weight: normal; }
-.gm-cmp thead th { background: #f1f3f5; }
-.gm-cmp th.gm-proc { min-width: 260px; max-width: 320px; background: #fff; position: sticky;
-  left: 0; z-index: 1; }
+.gm-cmp { border-collapse: collapse; font-size: 11px; line-height: 1.25; }
+.gm-cmp th, .gm-cmp td { border: 1px solid #e9ecef; padding: 2px 3px; vertical-align: top;
+  max-width: 64px; text-align: left; font-weight: normal; }
+.gm-cmp td > div, .gm-proc .gm-distinct { display: -webkit-box; -webkit-box-orient: vertical;
+  -webkit-line-clamp: 3; overflow: hidden; }
+.gm-proc .gm-distinct { -webkit-line-clamp: 2; }
+.gm-cmp thead th { background: #f1f3f5; text-align: center; }
+.gm-cmp th.gm-proc { min-width: 220px; max-width: 230px; background: #fff; position: sticky;
+  left: 0; z-index: 1; font-size: 12px; text-align: left; }
+.gm-cmp .gm-users { min-width: 76px; max-width: 90px; }
 .gm-distinct { color: #212529; font-weight: 600; }
 .gm-id { color: #868e96; }
 .gm-best { background: #ebfbee; }

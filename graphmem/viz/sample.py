@@ -290,6 +290,7 @@ def sample_graph(namespace: str) -> tuple[list[AnyMemory], list[Edge], SampleIds
             z_q=1.1,
             score=1.0,
             explored=False,
+            used=True,
             q_after=0.692,
             alpha=0.3,
         ),

@@ -321,6 +321,7 @@ def _retrieved_row(edge: Edge, memory: AnyMemory) -> dict[str, str]:
         "sim": num("sim"),
         "q": num("q"),
         "score": num("score"),
+        "used": "used" if edge.props.get("used") is True else "",
         "q_after": num("q_after"),
         "q_now": f"{memory.q:.3f}",
         "id": memory.id,
