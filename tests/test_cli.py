@@ -111,6 +111,7 @@ def one_error_line(result: subprocess.CompletedProcess[str], prefix: str = "grap
     [
         ("http://x", "the scheme must be one of bolt://"),
         ("bolt://neo4j:s3cret-pw@127.0.0.1:7799", "GRAPHMEM_NEO4J_PASSWORD, not in the URI"),
+        ("bolt://127.0.0.1:7799/?password=s3cret-pw", "'bolt://127.0.0.1:7799/?password=***'"),
         ("neo4j://user:s3cret-pw@[::1", "Invalid IPv6 URL"),
         ("bolt://127.0.0.1:99999", "Port out of range"),
         ("bolt://127.0.0.1:9", "graphmem neo4j start"),
