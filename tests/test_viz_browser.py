@@ -14,13 +14,17 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from graphmem import viz
 from graphmem.models import Edge, MemoryKind, Procedure, Step, Task, Tip
+from graphmem.settings import Settings
+from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.testing import unique_namespace
 from graphmem.viz.sample import load_sample
 
 pytestmark = pytest.mark.browser
@@ -284,21 +288,53 @@ def test_mermaid_output_parses_in_mermaid(tmp_path: Path, sample_store: Embedded
     assert out and out.group(1) == f"ok {len(charts)}", out.group(1) if out else done.stdout[-500:]
 
 
-@pytest.fixture(scope="module")
-def cooking_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo played on cookingworld (every game's task text reads the same), its pictures."""
+def play_cooking_demo(out: Path, settings: Settings, namespace: str) -> Path:
+    """The demo played on cookingworld (every game's task text reads the same): its pictures."""
     from graphmem.examples.demo import run_demo
     from graphmem.examples.envs.jvm import has_java17
-    from graphmem.settings import Settings
 
     if CHROMIUM is None:
         pytest.skip("no headless Chromium installed")
     if not has_java17():
         pytest.skip("the demo plays text games: needs Java 17")
+    run_demo(settings, game="cookingworld", episodes=20, out=out, namespace=namespace)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cooking_demo_embedded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cooking-demo")
     settings = Settings(store_path=root / "store", embedder="hashing")
-    run_demo(settings, game="cookingworld", episodes=20, out=root / "out", namespace="demo-33")
-    return root / "out"
+    return play_cooking_demo(root / "out", settings, "demo-33")
+
+
+@pytest.fixture(scope="module")
+def cooking_demo_neo4j(
+    tmp_path_factory: pytest.TempPathFactory, neo4j_store: MemoryStore
+) -> Iterator[Path]:
+    """The same demo with its memories in the configured Neo4j (GRAPHMEM_NEO4J_URI)."""
+    root = tmp_path_factory.mktemp("cooking-demo-neo4j")
+    settings = Settings(
+        embedder="hashing",
+        neo4j_uri=os.environ["GRAPHMEM_NEO4J_URI"],
+        neo4j_user=os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j"),
+        neo4j_password=os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None,
+        neo4j_database=os.environ.get("GRAPHMEM_NEO4J_DATABASE") or "neo4j",
+    )
+    namespace = unique_namespace("demo-33")
+    try:
+        yield play_cooking_demo(root / "out", settings, namespace)
+    finally:
+        ids = [m.id for m in neo4j_store.iter_nodes(namespace)]
+        for start in range(0, len(ids), 500):
+            neo4j_store.delete(namespace, ids[start : start + 500])
+
+
+@pytest.fixture(scope="module", params=["embedded", pytest.param("neo4j", marks=pytest.mark.neo4j)])
+def cooking_demo(request: pytest.FixtureRequest) -> Path:
+    """The cookingworld demo's pictures, its memories in the embedded store or in Neo4j."""
+    out: Path = request.getfixturevalue(f"cooking_demo_{request.param}")
+    return out
 
 
 def with_probe(page: Path, script: str) -> Path:
@@ -419,3 +455,38 @@ def test_the_demo_mermaid_chain_fits_a_1400_px_page(tmp_path: Path, cooking_demo
     keep = os.environ.get("GRAPHMEM_VIZ_SCREENSHOT_DIR")
     if keep:
         shutil.copy(shot, Path(keep) / "demo-mermaid.png")
+
+
+_IDS = re.compile(r"\b[0-9a-f]{32}\b|\b[0-9a-f]{8}\b")
+
+
+def drawn(page: Path) -> tuple[list[str], list[str]]:
+    """What a chain page shows, ids left out: its captions, and the lines of its comparison
+    table, versions and episodes, sorted (rows of equal Q may come in either order)."""
+    text = page.read_text(encoding="utf-8")
+    found = re.search(r'<script type="application/json" id="gm-data">(.*?)</script>', text, re.S)
+    assert found
+    captions = sorted(n["label"] for n in json.loads(found.group(1))["nodes"])
+    start, end = text.index('<section class="gm-section"'), text.index('<div id="gm-status"')
+    shown = _IDS.sub("ID", re.sub(r"graphmem episode \S+", "graphmem episode NS", text[start:end]))
+    sections = re.split(r"(?=<tr|<li|<h3|</tbody|</ul)", shown)
+    return captions, sorted(sections)
+
+
+@requires_chromium
+@pytest.mark.java
+@pytest.mark.slow
+@pytest.mark.neo4j
+def test_a_neo4j_backed_demo_draws_the_same_pictures(
+    cooking_demo_embedded: Path, cooking_demo_neo4j: Path
+) -> None:
+    """Played with its memories in Neo4j, the demo's chain.html shows the same captions,
+    comparison table, versions and episodes as with the embedded store, and chain.mmd the
+    same nodes in the same rows (the browser checks above run on both, parametrized)."""
+    assert drawn(cooking_demo_neo4j / "chain.html") == drawn(cooking_demo_embedded / "chain.html")
+
+    def chart(out: Path) -> list[str]:
+        text = (out / "chain.mmd").read_text(encoding="utf-8")
+        return sorted(re.sub(r"\bn\d+\b", "n", line) for line in text.splitlines())
+
+    assert chart(cooking_demo_neo4j) == chart(cooking_demo_embedded)

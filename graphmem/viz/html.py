@@ -177,7 +177,9 @@ def _compare(sub: Subgraph) -> str:
             for text, state, label in r.cells
         )
         cells += "<td></td>" * (width - len(r.cells))
-        users = " ".join(_episode_link(sub, e) for e in r.episodes[:1])
+        told = {ep.id for ep in sub.episodes}
+        eps = sorted(r.episodes, key=lambda e: e not in told)  # one told below comes first
+        users = " ".join(_episode_link(sub, e) for e in eps[:1])
         if len(r.episodes) > 1:
             users += f" +{len(r.episodes) - 1}"
         kind = "" if r.granularity == "proceduralized" else f" · {_esc(r.granularity)}"
