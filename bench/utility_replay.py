@@ -367,6 +367,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report_from:
         data["summary_from"] = summarise(result, args.report_from)
     data["seconds"] = time.perf_counter() - started
+    # Keep the stream-order outcomes per probe; the shuffled orders live in the summaries.
+    data["result"] = {
+        **{k: v for k, v in result.items() if k != "outcome"},
+        "stream_outcome": {name: runs[0] for name, runs in result["outcome"].items()},
+    }
     name = f"utility_replay_{'heldout' if args.heldout else 'dev'}{args.tag}"
     out = write_results(args.out, name, data, markdown(data, command))
     print(markdown(data, command))
