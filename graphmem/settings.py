@@ -8,6 +8,7 @@
 | ``GRAPHMEM_NEO4J_DATABASE`` | Neo4j database | ``neo4j`` |
 | ``GRAPHMEM_NEO4J_RETRY_S`` | seconds a failed Neo4j transaction is retried (restarts) | ``120`` |
 | ``GRAPHMEM_EMBEDDER`` | ``minilm`` (offline all-MiniLM-L6-v2) or ``hashing`` | ``minilm`` |
+| ``GRAPHMEM_ANN_THRESHOLD`` | rows from which embedded recall is approximate (or ``off``) | 20000 |
 | ``GRAPHMEM_LLM_BASE_URL`` | OpenAI-compatible endpoint for the LLM steps | unset: fallbacks |
 | ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY`` | model name / key (or ``OPENAI_API_KEY``) | |
 | ``GRAPHMEM_LLM_OUTPUT`` | ``json_schema``, ``tool``, ``json``, ``prompt`` or ``auto`` | ``auto`` |
@@ -75,6 +76,23 @@ def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
+ANN_THRESHOLD = 20_000  # graphmem.stores._vectors.DEFAULT_ANN_THRESHOLD (tests keep them equal)
+
+
+def _ann_threshold(text: str) -> int | None:
+    """``GRAPHMEM_ANN_THRESHOLD``: a positive integer, or ``off`` (default 20000)."""
+    text = text.strip().lower()
+    if not text:
+        return ANN_THRESHOLD
+    if text == "off":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(
+            f"GRAPHMEM_ANN_THRESHOLD must be a positive integer or 'off', not {text[:40]!r}"
+        )
+    return int(text)
+
+
 def _retry_s(text: str) -> float:
     """``GRAPHMEM_NEO4J_RETRY_S``: seconds, positive and finite (default 120)."""
     if not text.strip():
@@ -97,6 +115,7 @@ class Settings:
     neo4j_database: str = "neo4j"
     neo4j_retry_s: float = 120.0
     embedder: str = "minilm"
+    ann_threshold: int | None = ANN_THRESHOLD
     llm_base_url: str | None = None
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
@@ -120,6 +139,7 @@ class Settings:
             neo4j_database=e.get("GRAPHMEM_NEO4J_DATABASE", "neo4j"),
             neo4j_retry_s=_retry_s(e.get("GRAPHMEM_NEO4J_RETRY_S", "")),
             embedder=embedder,
+            ann_threshold=_ann_threshold(e.get("GRAPHMEM_ANN_THRESHOLD", "")),
             llm_base_url=e.get("GRAPHMEM_LLM_BASE_URL") or None,
             llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
             llm_api_key=e.get("GRAPHMEM_LLM_API_KEY") or e.get("OPENAI_API_KEY") or None,
@@ -156,7 +176,7 @@ class Settings:
                 f"no store at {self.store_path} (GRAPHMEM_STORE, or GRAPHMEM_NEO4J_URI for Neo4j); "
                 "nothing was created"
             )
-        return EmbeddedStore.open(self.store_path)
+        return EmbeddedStore.open(self.store_path, ann_threshold=self.ann_threshold)
 
     def make_embedder(self) -> Embedder:
         from graphmem.embedding import HashingEmbedder, SentenceTransformerEmbedder

@@ -404,3 +404,19 @@ def test_an_index_of_another_log_is_not_used(
         assert store.wait_for_index(60)
     assert gate.inserted == 210  # built from scratch
     assert not check_store(root).index_problems
+
+
+def test_the_setting_names_the_threshold(tmp_path: Path) -> None:
+    from graphmem.errors import ConfigError
+    from graphmem.settings import ANN_THRESHOLD, Settings
+
+    assert ANN_THRESHOLD == DEFAULT_ANN_THRESHOLD
+    assert Settings.from_env({}).ann_threshold == DEFAULT_ANN_THRESHOLD
+    assert Settings.from_env({"GRAPHMEM_ANN_THRESHOLD": "off"}).ann_threshold is None
+    settings = Settings.from_env({"GRAPHMEM_ANN_THRESHOLD": "500", "GRAPHMEM_STORE": str(tmp_path)})
+    assert settings.ann_threshold == 500
+    with settings.open_store() as store:
+        assert isinstance(store, EmbeddedStore) and store._ann_threshold == 500
+    for bad in ("0", "-3", "many", "1.5"):
+        with pytest.raises(ConfigError, match="GRAPHMEM_ANN_THRESHOLD"):
+            Settings.from_env({"GRAPHMEM_ANN_THRESHOLD": bad})

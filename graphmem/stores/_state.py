@@ -351,6 +351,14 @@ class GraphState:
         edges = [e for e in found.values() if wanted is None or e.kind in wanted]
         return sorted(edges, key=edge_order)
 
+    def is_superseded(self, namespace: str, memory_id: str) -> bool:
+        """Whether another memory SUPERSEDES this one (straight from the adjacency dicts)."""
+        space = self.spaces.get(namespace)
+        if space is None or memory_id not in space.graph:
+            return False
+        key = EdgeKind.SUPERSEDES.value
+        return any(key in keyed for keyed in space.graph.pred[memory_id].values())
+
     def ids(self, namespace: str) -> list[str]:
         space = self.spaces.get(namespace)
         return [] if space is None else sorted(space.graph.nodes)

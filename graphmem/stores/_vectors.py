@@ -49,7 +49,10 @@ ANN_MIN_FETCH = 64
 ANN_PENDING_LIMIT = 2048
 """Pending keys a search scores exactly beside the graph's candidates; more: an exact scan."""
 ANN_CHUNK = 128
-"""Keys the builder puts into a graph per step (one step holds the index lock)."""
+"""Keys the builder puts into a graph per step (one step holds the index lock), on one core."""
+ANN_BULK_CHUNK = 2048
+"""Keys per step, on every core, while more than ``ANN_PENDING_LIMIT`` are pending (a first
+build): searches scan exactly then anyway, so a longer step delays none of them."""
 ANN_CLOSE_FINISH = 4096
 """Pending keys a close still puts into the graph so it can be saved in step."""
 
@@ -171,7 +174,9 @@ class VectorIndex:
         unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
         mask = self._live[:n].copy()
         if kinds is not None:
-            mask &= np.isin(self._kind[:n], [KIND_CODES[k] for k in kinds])
+            wanted = np.zeros(len(KIND_CODES), dtype=bool)
+            wanted[[KIND_CODES[k] for k in kinds]] = True
+            mask &= wanted[self._kind[:n]]
         if not include_obsolete:
             mask &= ~self._obsolete[:n]
         # Never waits: while the builder holds the lock, or lags, the exact scan answers.
@@ -315,7 +320,8 @@ class VectorIndex:
                 if graph is None or self._retired or not self._pending:
                     self._scheduled = 0
                     return False
-                keys = list(itertools.islice(self._pending, ANN_CHUNK))
+                bulk = len(self._pending) > ANN_PENDING_LIMIT
+                keys = list(itertools.islice(self._pending, ANN_BULK_CHUNK if bulk else ANN_CHUNK))
                 for key in keys:
                     del self._pending[key]
             self._apply(graph, keys)

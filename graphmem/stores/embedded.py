@@ -27,12 +27,15 @@ it, so :meth:`update_utility` reads the current q under the exclusive lock and n
 A lock wait longer than ``lock_timeout`` raises :class:`StoreLocked`. Within a process a
 ``threading.RLock`` serialises threads. Callers always get private copies of the models.
 
-Search. Recall scans a namespace's vectors exactly. Opt in with ``ann_threshold`` (e.g.
-``DEFAULT_ANN_THRESHOLD``, 20,000): a namespace of that many embeddings or more (with the
-optional ``usearch`` package, the ``ann`` extra) is searched through an in-memory approximate
-index instead, whose candidates are filtered and re-scored exactly (see ``_vectors``). The index
-is built on the first such search (about 40 s at 100k on two cores), which is why it is opt-in.
-The default ``None`` keeps every search exact.
+Search. A namespace below ``ann_threshold`` memories (default ``DEFAULT_ANN_THRESHOLD``,
+20,000) is scanned exactly. From that size on it gets an approximate index (usearch HNSW, see
+``_vectors`` and ``_ann``) whose over-fetched candidates are filtered and re-scored exactly. The
+index is built and kept in step by a background thread as memories are added, never on a
+query's path: until it has caught up, and whenever the builder is mid-step, a search scans
+exactly instead of waiting. It is derived data: saved beside the store (``ann-*.usearch``) at
+a compaction and on :meth:`close` when in step, loaded on open if it was saved from this very
+history (generation and log prefix), rebuilt otherwise; ``graphmem store check`` verifies it
+against the vectors. ``ann_threshold=None`` keeps every search exact.
 """
 
 from __future__ import annotations
@@ -695,9 +698,8 @@ class EmbeddedStore(MemoryStore):
     def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
         check_namespace(namespace)
         ids = _check_ids(memory_ids)
-        kinds = [EdgeKind.SUPERSEDES]
         with self._read():
-            return {i for i in ids if self._state.edges_of(namespace, i, kinds, "in")}
+            return {i for i in ids if self._state.is_superseded(namespace, i)}
 
     def recall(
         self,
@@ -723,7 +725,16 @@ class EmbeddedStore(MemoryStore):
             hits = space.vectors.search(
                 query, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
             )
-            return [Recall(memory=self._copy(namespace, i), sim=s) for i, s in hits]
+            # Built without validation: the copies are of validated memories and sim a float.
+            # Whether each is superseded comes along, as from Neo4j: no second call for it.
+            return [
+                Recall.model_construct(
+                    memory=self._copy(namespace, i),
+                    sim=s,
+                    superseded=self._state.is_superseded(namespace, i),
+                )
+                for i, s in hits
+            ]
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
         check_namespace(namespace)
