@@ -9,7 +9,7 @@ page, Mermaid, Graphviz DOT or PNG:
 >>> task = Task(namespace="demo", text="Boil an egg", key="boil egg")
 >>> store.upsert([task])
 >>> render(task_subgraph(store, "demo", task.id), "mermaid").splitlines()[0]
-'flowchart LR'
+'flowchart TB'
 """
 
 from __future__ import annotations

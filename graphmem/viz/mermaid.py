@@ -5,7 +5,7 @@ character Mermaid treats specially written as an entity, so memory text cannot b
 
 >>> from graphmem.viz.graph import Subgraph
 >>> to_mermaid(Subgraph(title="empty", namespace="demo", root_id="x", view="task")).splitlines()
-['flowchart LR', '%% empty']
+['flowchart TB', '%% empty']
 """
 
 from __future__ import annotations
@@ -16,8 +16,9 @@ from graphmem.viz.graph import Subgraph, VizEdge, VizNode
 from graphmem.viz.layout import chains
 
 LONG_CHAIN = 8
-"""With ``direction="auto"``, a chart whose longest procedure has more steps than this reads top
-to bottom: Mermaid cannot wrap a row, and a long left-to-right chain shrinks to unreadable."""
+"""With ``direction="auto"``, an episode or memory view whose longest procedure has more steps
+than this reads top to bottom, since a long left-to-right chain shrinks to unreadable. (A task
+view is wrapped into rows instead, :func:`_task_rows`.)"""
 
 # Characters that end or reshape a quoted Mermaid label; written as #code; entities.
 _SPECIAL = {c: f"#{ord(c)};" for c in '"#;<>&|`[]{}()\\'}
