@@ -343,12 +343,17 @@ LARGE_BATCH_ROUNDS = 10  # LangGraph's M
 LARGE_BATCH_KEYS = 100  # LangGraph's N: 10 x 100 x 6 = 6,000 coroutines
 
 
+@pytest.mark.reliability
 @pytest.mark.slow
-def test_large_batches_async(kv: GraphMemoryStore) -> None:
+def test_large_batches_async(kv: GraphMemoryStore, request: pytest.FixtureRequest) -> None:
     """LangGraph's ``test_large_batches_async``: 6,000 coroutines (put, get, list, search, put,
     delete of the same keys) in one ``gather``; every one must succeed. On Neo4j the last of
     them waited longer than the pool's 60 s acquisition timeout (issue 30); the async store now
-    admits as many as its pool holds and queues the rest itself."""
+    admits as many as its pool holds and queues the rest itself (without that, this test fails
+    after 64 s). About 45 s on Neo4j, so opt-in; the default suite checks the same backpressure
+    in small (tests/test_async_store.py, a pool of 3 and 600 coroutines)."""
+    if "reliability" not in str(request.config.getoption("markexpr") or ""):
+        pytest.skip("about a minute long: run with -m reliability")
     rounds, keys = LARGE_BATCH_ROUNDS, LARGE_BATCH_KEYS
 
     async def scenario() -> list[Any]:

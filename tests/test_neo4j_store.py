@@ -346,7 +346,7 @@ def test_a_read_during_an_import_sees_every_finished_import_and_no_unstarted_one
     an import that had returned before it began, never sees one that had not begun, and once an
     import returns every read sees all of it.
     """
-    size, rounds = 2000, 4
+    size, rounds = 1000, 4
     started = finished = 0
     stop = threading.Event()
     errors: list[BaseException] = []
