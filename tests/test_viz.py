@@ -734,3 +734,10 @@ def test_procedures_of_one_task_are_told_apart(store: MemoryStore, namespace: st
     assert "offered 3, used 1" in section and section.count('<tr class="gm-used">') == 1
     assert f'href="#proc-{procs[1].id}"' in section  # the used procedure, linked to its row
     assert f'href="#episode-{episode.id}"' in page[page.index('id="gm-compare"') :]
+    # The episode's own view tells the procedures it was offered apart the same way.
+    view = viz.episode_subgraph(store, namespace, episode.id)
+    memory = {row["id"]: row["memory"] for row in view.table}
+    assert memory[procs[0].id].startswith("procedure: best")
+    assert "yellow potato" in memory[procs[1].id] and "cheese" in memory[procs[2].id]
+    assert [row["used"] for row in view.table] == ["", "used", ""]
+    assert view.nodes[procs[1].id].caption.split("\n")[1] == lines[1]

@@ -398,6 +398,9 @@ _TEXT_PROBE = """
   out.usedRows = ep ? ep.querySelectorAll("tbody tr.gm-used").length : 0;
   out.episodeText = ep ? ep.innerText : "";
   out.episodeLinks = document.querySelectorAll('#gm-compare a[href^="#episode-"]').length;
+  var scroll = document.querySelector("#gm-compare .gm-scroll");
+  out.compareColumns = document.querySelectorAll("#gm-compare thead th").length - 2;
+  out.compareOverflow = scroll ? scroll.scrollWidth - scroll.clientWidth : -1;
   out.small = small.slice(0, 10);
   document.getElementById("gm-probe").textContent = JSON.stringify(out);
 })();
@@ -412,9 +415,11 @@ def test_the_demo_page_explains_episodes_and_all_its_text_is_legible(
 ) -> None:
     """The chain page holds the comparison table, the versions and the episodes that used its
     procedures, each listing what it was offered and used with sim, Q and score; linked from
-    the table. No text on the page is under 10.5 px."""
+    the table. No text on the page is under 10.5 px. The comparison table of the task's best
+    procedure, 21 steps, fits a 1400-px window: no scrolling sideways."""
     found = json.loads(probe(tmp_path, with_probe(cooking_demo / "chain.html", _TEXT_PROBE)))
     assert found["small"] == [], found["small"]
+    assert found["compareColumns"] >= 15 and found["compareOverflow"] == 0, found
     assert found["gm-compare"] > 0 and found["gm-episodes"] > 0, found
     assert found["episodeRows"] >= 2 and found["usedRows"] >= 1, found
     assert found["episodeLinks"] >= 1, found

@@ -210,6 +210,29 @@ def describe_procedures(
     _episodes(sub, store, procs, edges_of)
 
 
+def name_retrieved(
+    sub: Subgraph, store: MemoryStore, procs: Sequence[Procedure], edges_of: EdgesOf
+) -> None:
+    """An episode's view: the procedures it retrieved are told apart as on a task page, by
+    their steps against the best of them (their task texts often read the same), in their
+    captions and in the table's memory column."""
+    if len(procs) < 2:
+        return
+    ordered = best_first(procs)
+    actions = {p.id: procedure_actions(store, p, edges_of) for p in ordered}
+    best = actions[ordered[0].id]
+    lines = {ordered[0].id: "best · " + ", ".join(_distinct_objects(best)[:4])}
+    for proc in ordered[1:]:
+        lines[proc.id] = distinctive(actions[proc.id], best, limit=3)
+    for proc in ordered:
+        node = sub.nodes.get(proc.id)
+        if node is not None:
+            node.caption = _caption(proc, len(actions[proc.id]), lines[proc.id])
+    for row in sub.table:
+        if row.get("id") in lines:
+            row["memory"] = f"procedure: {shorten(lines[row['id']], width=80, lines=1)}"
+
+
 def _row(proc: Procedure, line: str, cells: list[Cell], eps: list[str]) -> CompareRow:
     return CompareRow(
         id=proc.id,
@@ -338,6 +361,7 @@ __all__ = [
     "chain_actions",
     "describe_procedures",
     "distinctive",
+    "name_retrieved",
     "objects",
     "procedure_actions",
     "short_step",

@@ -360,15 +360,17 @@ div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-
 .gm-hint { color: #495057; margin: 0 0 6px; font-size: 12px; }
 .gm-scroll { overflow-x: auto; background: #fff; border: 1px solid #dee2e6; border-radius: 6px; }
 .gm-cmp { border-collapse: collapse; font-size: 11px; line-height: 1.25; }
-.gm-cmp th, .gm-cmp td { border: 1px solid #e9ecef; padding: 2px 3px; vertical-align: top;
-  max-width: 64px; text-align: left; font-weight: normal; }
+.gm-cmp th, .gm-cmp td { border: 1px solid #e9ecef; padding: 2px; vertical-align: top;
+  text-align: left; font-weight: normal; }
+.gm-cmp td { width: 52px; }
+.gm-cmp td.gm-same, .gm-cmp td.gm-miss { text-align: center; }
 .gm-cmp td > div, .gm-proc .gm-distinct { display: -webkit-box; -webkit-box-orient: vertical;
   -webkit-line-clamp: 3; overflow: hidden; }
 .gm-proc .gm-distinct { -webkit-line-clamp: 2; }
 .gm-cmp thead th { background: #f1f3f5; text-align: center; }
-.gm-cmp th.gm-proc { min-width: 220px; max-width: 230px; background: #fff; position: sticky;
+.gm-cmp th.gm-proc { min-width: 200px; max-width: 220px; background: #fff; position: sticky;
   left: 0; z-index: 1; font-size: 12px; text-align: left; }
-.gm-cmp .gm-users { min-width: 76px; max-width: 90px; }
+.gm-cmp .gm-users { min-width: 72px; max-width: 90px; }
 .gm-distinct { color: #212529; font-weight: 600; }
 .gm-id { color: #868e96; }
 .gm-best { background: #ebfbee; }

@@ -42,7 +42,7 @@ from graphmem.models import (
     check_namespace,
 )
 from graphmem.stores.base import MemoryStore
-from graphmem.viz.compare import describe_procedures
+from graphmem.viz.compare import describe_procedures, name_retrieved
 from graphmem.viz.graph import Subgraph, node_for, shorten
 from graphmem.viz.layout import group_identical_chains
 
@@ -288,6 +288,8 @@ def episode_subgraph(
             for task in col.fetch([e.src for e in solved if e.dst == memory.id]).values():
                 col.add(task, level=2)
     col.link_all()
+    procs = [m for m in memories.values() if isinstance(m, Procedure) and m.id in sub.nodes]
+    name_retrieved(sub, store, procs, col.edges)
     sub.subtitle = f"namespace {namespace} · {outcome} · {len(sub.table)} memories retrieved"
     if sub.truncated:
         sub.subtitle += " · truncated"
