@@ -120,6 +120,10 @@ def policies(lam: float) -> dict[str, Policy]:
     }
 
 
+CREDIT_PAIRS = (("two-phase-source", "source-only"), ("two-phase-source-pool", "source-only"))
+"""(with credit, without): what learning from rewards adds to the prior alone."""
+
+
 def _procedures(library: Sequence[dict[str, Any]]) -> list[Any]:
     """One graphmem Procedure per census experience (its source outcome as reward)."""
     from graphmem.models import Granularity, Procedure
@@ -232,9 +236,18 @@ def summarise(result: dict[str, Any], start: int) -> dict[str, Any]:
             row["orders_better"] = sum(1 for d in diffs if d > 0)
             row["orders_worse"] = sum(1 for d in diffs if d < 0)
             row["mean_diff_over_orders"] = statistics.fmean(diffs)
+        row["vs_none"] = vars(compare(stream, [result["none"][i] for i in idx]))
         rows.append(row)
+    credit = {}
+    for learned, fixed in CREDIT_PAIRS:
+        if learned in result["outcome"] and fixed in result["outcome"]:
+            a, b = result["outcome"][learned][0], result["outcome"][fixed][0]
+            credit[f"{learned} vs {fixed}"] = vars(
+                compare([a[i] for i in idx], [b[i] for i in idx])
+            )
     return {
         "from": start,
+        "credit": credit,
         "n": len(idx),
         "families": families,
         "none": _mean([result["none"][i] for i in idx]),
@@ -245,6 +258,10 @@ def summarise(result: dict[str, Any], start: int) -> dict[str, Any]:
 
 def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
+
+
+def _diff(c: dict[str, Any]) -> str:
+    return f"{100 * c['diff']:+.1f} pp ({c['p_sign']:.2g})"
 
 
 def _section(s: dict[str, Any], orders: int, title: str) -> list[str]:
@@ -263,8 +280,13 @@ def _section(s: dict[str, Any], orders: int, title: str) -> list[str]:
                 "" if v is None else f"{v['p_sign']:.3g}",
                 "" if v is None else f"[{100 * v['ci_low']:+.1f}, {100 * v['ci_high']:+.1f}]",
                 "" if v is None else f"{r['orders_better']} / {r['orders_worse']}",
+                _diff(r["vs_none"]),
             ]
         )
+    credit = [
+        f"- {pair}: {_diff(c)}, {c['better']} / {c['worse']} games, sign test p = {c['p_sign']:.3g}"
+        for pair, c in s["credit"].items()
+    ]
     return [
         f"## {title}",
         "",
@@ -282,10 +304,16 @@ def _section(s: dict[str, Any], orders: int, title: str) -> list[str]:
                 "sign test p",
                 "95 % CI",
                 "orders better / worse",
+                "Δ vs no memory (p)",
             ],
             rows,
         ),
         "",
+        *(
+            ["What credit adds to the prior alone (same games, stream order):", "", *credit, ""]
+            if credit
+            else []
+        ),
     ]
 
 
