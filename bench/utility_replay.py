@@ -284,7 +284,8 @@ def _section(s: dict[str, Any], orders: int, title: str) -> list[str]:
             ]
         )
     credit = [
-        f"- {pair}: {_diff(c)}, {c['better']} / {c['worse']} games, sign test p = {c['p_sign']:.3g}"
+        f"- {pair}: {100 * c['diff']:+.1f} pp, {c['better']} / {c['worse']} games, "
+        f"sign test p = {c['p_sign']:.3g}"
         for pair, c in s["credit"].items()
     ]
     return [
