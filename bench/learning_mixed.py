@@ -86,7 +86,9 @@ class Condition:
     lam: float = 0.0
     graph: bool = True
     q_scale: Literal["pool", "reward"] = "pool"
-    q_prior: Literal["q0", "source", "pool", "source-pool"] = "q0"
+    q_prior: Literal["q0", "source", "pool", "source-pool"] | None = None
+    """None: graphmem's default (``RetrievalConfig.q_prior``, 'source' since issue 28; 'q0'
+    before, in the result files made before that change)."""
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -100,7 +102,14 @@ CONDITIONS: dict[str, Condition] = {
         Condition("plain", "every memory handed over (no retrieval)", "plain"),
         Condition("flat-topk", "LangGraph InMemoryStore search, top-K by cosine", "flat"),
         Condition("similarity", "graphmem λ=0 (graph on)", "graphmem", 0.0),
-        Condition("two-phase", "graphmem λ=0.5 (graph on)", "graphmem", 0.5),
+        Condition("two-phase", "graphmem λ=0.5, its defaults (graph on)", "graphmem", 0.5),
+        Condition(
+            "two-phase-q0",
+            "graphmem λ=0.5, q_prior='q0' (the default before issue 28), graph on",
+            "graphmem",
+            0.5,
+            q_prior="q0",
+        ),
         Condition("similarity-nograph", "graphmem λ=0, graph off", "graphmem", 0.0, graph=False),
         Condition("two-phase-nograph", "graphmem λ=0.5, graph off", "graphmem", 0.5, graph=False),
         Condition(
@@ -314,7 +323,7 @@ class GraphmemMemory(NoMemory):
             lam=condition.lam,
             kinds=(MemoryKind.NOTE,),
             q_scale=condition.q_scale,
-            q_prior=condition.q_prior,
+            **({} if condition.q_prior is None else {"q_prior": condition.q_prior}),
         )
         self.offered: dict[str, Any] = {}
         """This game's hits by memory id (what credit by use can credit)."""
@@ -710,6 +719,11 @@ COMPARISONS = (
     ("two-phase", "two-phase-nograph"),
     ("plain", "none"),
     ("flat-topk", "none"),
+    ("two-phase", "two-phase-q0"),
+    ("two-phase-source-pool-l1", "flat-topk"),
+    ("two-phase-source-pool-l1", "similarity"),
+    ("two-phase-source-pool-l1", "plain"),
+    ("two-phase-source-pool-l1", "none"),
 )
 
 

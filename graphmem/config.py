@@ -60,12 +60,13 @@ class RetrievalConfig(GraphmemModel):
         "rewards, so a Q that one or two uses moved a little counts a little.",
     )
     q_prior: Literal["q0", "source", "pool", "source-pool"] = Field(
-        default="q0",
+        default="source",
         description="What phase B takes a memory's Q to be: 'q0' the stored Q (from the neutral "
-        "Q0); 'source' also counts a procedure's source episode (the reward of the trajectory "
-        "it was built from) as its first use, so a procedure from a won game starts above one "
-        "from a lost game; 'pool' moves the weight a Q still has on Q0 to the mean reward the "
-        "candidates' tried memories earned; 'source-pool' both.",
+        "Q0); 'source' (default) also counts a procedure's source episode (the reward of the "
+        "trajectory it was built from) as its first use, so a procedure from a won game starts "
+        "above one from a lost game; 'pool' moves the weight a Q still has on Q0 to the mean "
+        "reward the candidates' tried memories earned (pessimistic: an untried look-alike of a "
+        "memory that failed is expected to fail too, so it is rarely tried); 'source-pool' both.",
     )
     policy: RetrievePolicy = RetrievePolicy.SIMILARITY
     epsilon: float = Field(

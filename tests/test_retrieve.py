@@ -190,10 +190,14 @@ def test_retrieve_applies_the_configured_q_prior(namespace: str, store: MemorySt
         ]
     )
     mem = memory_with(store)
-    cfg = RetrievalConfig(k1=2, k2=1, lam=0.6)
+    cfg = RetrievalConfig(k1=2, k2=1, lam=0.6, q_prior="q0")
     assert [h.memory.task_text for h in mem.retrieve(namespace, QUERY, cfg).hits] == ["lost"]
     seeded = cfg.model_copy(update={"q_prior": "source"})
     assert [h.memory.task_text for h in mem.retrieve(namespace, QUERY, seeded).hits] == ["won"]
+    # 'source' is the default: a procedure from a won game outranks a nearer one from a lost game.
+    default = RetrievalConfig(k1=2, k2=1, lam=0.6)
+    assert default.q_prior == "source"
+    assert [h.memory.task_text for h in mem.retrieve(namespace, QUERY, default).hits] == ["won"]
     with pytest.raises(ValueError):
         RetrievalConfig(q_prior="optimistic")  # type: ignore[arg-type]
 
