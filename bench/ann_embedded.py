@@ -8,8 +8,9 @@ that follow the corpus in the same source (held out, so never stored).
 Two parts. Libraries: usearch and faiss-cpu HNSW graphs (same connectivity and expansion),
 each asked for the store's over-fetch of candidates which are then re-scored exactly; build
 time, latency and recall@k1 against numpy's exact top-k. Store: two in-memory EmbeddedStores
-with the same memories, one exact (``ann_threshold=None``) and one with the default threshold,
-timed query by query in turn (phase-A ``recall`` and two-phase ``retrieve``), and recall@k1 of
+with the same memories, one exact (``ann_threshold=None``) and one with the default threshold
+(its index built in the background; timing starts once it has caught up), timed query by
+query in turn (phase-A ``recall`` and two-phase ``retrieve``), and recall@k1 of
 the approximate store's recall against the exact store's.
 """
 
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
             store.upsert(procedures(data, "bench", lo, min(len(texts), lo + BATCH)))
         ingest[name] = len(texts) / (time.perf_counter() - t0)
     t0 = time.perf_counter()
-    stores["approximate"].recall("bench", queries[0].tolist(), K1)  # builds the index
+    stores["approximate"].wait_for_index()  # built in the background since the threshold
     build_s = time.perf_counter() - t0
 
     cfg = RetrievalConfig(k1=K1, k2=3, lam=0.5)
@@ -213,9 +214,10 @@ def main(argv: list[str] | None = None) -> None:
         f"**{recall_at_k:.4f}** (target ≥ 0.95: {'met' if recall_at_k >= 0.95 else 'missed'})",
         f"- approximate two-phase p95 {p95_two_phase:.2f} ms (target ≤ 5 ms: "
         f"{'met' if p95_two_phase <= 5 else 'missed'})",
-        f"- index build on first search: {build_s:.1f} s; ingest {ingest['exact']:,.0f}/s "
-        f"(exact store) and {ingest['approximate']:,.0f}/s (approximate store, index not yet "
-        "built: it is built on the first search above the threshold, then kept in step)",
+        f"- index caught up {build_s:.1f} s after the ingest ended; ingest "
+        f"{ingest['exact']:,.0f}/s (exact store) and {ingest['approximate']:,.0f}/s (default "
+        "store: its index is built by a background thread from the threshold on, searches scan "
+        "exactly until it has caught up)",
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
