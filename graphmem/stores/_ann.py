@@ -81,14 +81,16 @@ class AnnGraph:
         if index_class is None:
             raise RuntimeError("usearch is not installed")
         self.dimension = dimension
-        self._index: Any = index or index_class(
-            ndim=dimension,
-            metric="cos",
-            dtype="f32",
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-            expansion_search=EXPANSION_SEARCH,
-        )
+        if index is None:
+            index = index_class(
+                ndim=dimension,
+                metric="cos",
+                dtype="f32",
+                connectivity=CONNECTIVITY,
+                expansion_add=EXPANSION_ADD,
+                expansion_search=EXPANSION_SEARCH,
+            )
+        self._index: Any = index
         self.removed = 0  # removals since the build: tombstones that slow the graph down
 
     def __len__(self) -> int:

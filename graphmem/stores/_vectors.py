@@ -271,7 +271,7 @@ class VectorIndex:
                     self._unkeyed[memory_id] = None
                 else:
                     self._key_row[key] = row
-            self._ann = graph or _ann.AnnGraph(self.dimension)
+            self._ann = graph if graph is not None else _ann.AnnGraph(self.dimension)
             self.ann_changed = graph is None
         if graph is None:
             self._mark(list(self._key_row))
