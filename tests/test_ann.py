@@ -420,3 +420,23 @@ def test_the_setting_names_the_threshold(tmp_path: Path) -> None:
     for bad in ("0", "-3", "many", "1.5"):
         with pytest.raises(ConfigError, match="GRAPHMEM_ANN_THRESHOLD"):
             Settings.from_env({"GRAPHMEM_ANN_THRESHOLD": bad})
+
+
+def test_a_large_exact_scan_ranks_as_numpy() -> None:
+    """Past ``SMALL_SCAN`` rows the exact scan runs through einsum, not BLAS: same results."""
+    from graphmem.stores._vectors import SMALL_SCAN
+
+    vectors = clustered(SMALL_SCAN + 500)
+    store = EmbeddedStore(None, ann_threshold=None)
+    store.upsert(
+        [
+            Note(id=f"m{i}", namespace=NS, content=f"n{i}", embedding=[float(x) for x in v])
+            for i, v in enumerate(vectors)
+        ]
+    )
+    for q in clustered(5, seed=11):
+        sims = vectors @ (q / np.linalg.norm(q))
+        want = np.argsort(-sims)[:10]
+        got = hits(store, q, 10)
+        assert [i for i, _ in got] == [f"m{i}" for i in want]
+        assert [s for _, s in got] == pytest.approx(sims[want].tolist(), abs=1e-5)
