@@ -233,7 +233,8 @@ def default_embedder() -> Embedder:
 
 def embed_one(embedder: Embedder, text: str) -> list[float]:
     """Embed one text as a plain list (the form stored on memories)."""
-    return [float(x) for x in embedder.embed([text])[0]]
+    vector: list[float] = np.asarray(embedder.embed([text])[0], dtype=np.float64).tolist()
+    return vector
 
 
 # ---- which embedder made a namespace's vectors -------------------------------------------------
