@@ -236,6 +236,19 @@ def pointer(generation: int, checksums: dict[str, str] | None = None) -> bytes:
     return json.dumps(record).encode() + b"\n"
 
 
+def _pread_range(fd: int, start: int, stop: int) -> bytes:
+    """Bytes ``start`` to ``stop`` of ``fd`` (fewer if the file ends first)."""
+    chunks: list[bytes] = []
+    pos = start
+    while pos < stop:
+        chunk = os.pread(fd, stop - pos, pos)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        pos += len(chunk)
+    return b"".join(chunks)
+
+
 class Journal:
     """One store directory, opened by one process."""
 
@@ -424,31 +437,11 @@ class Journal:
     def unread(self) -> bytes:
         """The log's bytes past what this process has applied."""
         fd = self._fd()
-        size = os.fstat(fd).st_size
-        if size <= self.offset:
-            return b""
-        chunks: list[bytes] = []
-        pos = self.offset
-        while pos < size:
-            chunk = os.pread(fd, size - pos, pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
-        return b"".join(chunks)
+        return _pread_range(fd, self.offset, os.fstat(fd).st_size)
 
     def read_prefix(self, length: int) -> bytes:
         """The log's first ``length`` bytes (fewer if it is shorter)."""
-        fd = self._fd()
-        chunks: list[bytes] = []
-        pos = 0
-        while pos < length:
-            chunk = os.pread(fd, length - pos, pos)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            pos += len(chunk)
-        return b"".join(chunks)
+        return _pread_range(self._fd(), 0, length)
 
     def truncate(self, length: int) -> None:
         """Cut a torn tail left by a writer that died mid-append (exclusive lock)."""
