@@ -157,20 +157,20 @@ def procedure_actions(store: MemoryStore, proc: Procedure, edges_of: EdgesOf) ->
 
 
 def chain_actions(store: MemoryStore, namespace: str, proc_id: str, edges_of: EdgesOf) -> list[str]:
-    """A procedure's actions in chain order (FIRST_STEP, NEXT…), read through the store."""
-    out: list[str] = []
-    seen: set[str] = set()
+    """A procedure's actions in chain order (FIRST_STEP, NEXT…), up to the first step missing
+    from the store. The walk reads edges through ``edges_of`` (the picture's cache); the steps
+    are read in one call."""
+    ids: list[str] = []
     nxt = [e.dst for e in edges_of(proc_id) if e.kind is EdgeKind.FIRST_STEP and e.src == proc_id]
-    while nxt and len(out) < MAX_STEPS:
-        step_id = nxt[0]
-        if step_id in seen:
+    while nxt and len(ids) < MAX_STEPS and nxt[0] not in ids:
+        ids.append(nxt[0])
+        nxt = [e.dst for e in edges_of(nxt[0]) if e.kind is EdgeKind.NEXT and e.src == nxt[0]]
+    steps = {m.id: m for m in store.get_many(namespace, ids)} if ids else {}
+    out: list[str] = []
+    for step_id in ids:
+        if step_id not in steps:
             break
-        seen.add(step_id)
-        found = store.get_many(namespace, [step_id])
-        if not found:
-            break
-        out.append(str(getattr(found[0], "action", "")))
-        nxt = [e.dst for e in edges_of(step_id) if e.kind is EdgeKind.NEXT and e.src == step_id]
+        out.append(str(getattr(steps[step_id], "action", "")))
     return out
 
 
