@@ -33,6 +33,12 @@ Run::
     python -m bench.learning_scienceworld --tasks boil,melt --train 10 --test 5
     python -m bench.learning_scienceworld --fold dev --test-start 5 --test 5
     python -m bench.learning_scienceworld --quick     # a smoke run
+
+``--stream mixed`` plays instead one stream of every task type interleaved, memory holding the
+gold runs of all types and the agent's own, at most ``--handover K`` procedures handed over
+per episode, beside plain baselines (:mod:`bench.learning_scienceworld_mixed`)::
+
+    python -m bench.learning_scienceworld --stream mixed --handover 5 --heldout
 """
 
 from __future__ import annotations
@@ -294,6 +300,7 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
         from bench.protocol import SCIENCEWORLD_HELDOUT
 
         args.fold, args.test_start = SCIENCEWORLD_HELDOUT.fold, SCIENCEWORLD_HELDOUT.start
+    args.fold = args.fold or "test"
     if args.quick:
         args.tasks, args.train, args.test, args.budget = "use-thermometer", 1, 1, 8
         args.embedder = "hashing"
@@ -302,7 +309,7 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
             tasks = probe.task_names()
     else:
         tasks = [t for t in args.tasks.split(",") if t]
-    args.conditions = [c for c in args.conditions.split(",") if c]
+    args.conditions = [c for c in (args.conditions or ",".join(CONDITIONS)).split(",") if c]
     if wrong := [c for c in args.conditions if c not in CONDITIONS]:
         raise SystemExit(f"unknown condition(s) {', '.join(wrong)}; known: {', '.join(CONDITIONS)}")
     machine = machine_info()
@@ -431,7 +438,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--train-start", type=int, default=0, help="first train variation (pos)")
     parser.add_argument("--test", type=int, default=5, help="evaluated variations per task")
     parser.add_argument("--test-start", type=int, default=0, help="first evaluated variation")
-    parser.add_argument("--fold", choices=("test", "dev"), default="test", help="evaluated fold")
+    parser.add_argument(
+        "--stream",
+        choices=("types", "mixed"),
+        default="types",
+        help="types: one memory per task type (default); mixed: every type interleaved in one "
+        "stream, one memory, a hand-over budget (bench.learning_scienceworld_mixed)",
+    )
+    parser.add_argument(
+        "--handover",
+        type=int,
+        default=5,
+        help="--stream mixed: procedures handed over per episode (all but plain; default 5)",
+    )
+    parser.add_argument(
+        "--fold",
+        choices=("test", "dev"),
+        default=None,
+        help="evaluated fold (default: test; --stream mixed: the protocol's dev tuning fold)",
+    )
     parser.add_argument(
         "--heldout",
         action="store_true",
@@ -440,14 +465,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=int, default=60, help="steps per episode (60)")
     parser.add_argument(
         "--conditions",
-        default=",".join(CONDITIONS),
-        help=f"comma list of {', '.join(CONDITIONS)} (default: all)",
+        default=None,
+        help=f"comma list of {', '.join(CONDITIONS)} (default: all); --stream mixed: of none, "
+        "plain, flat-topk, similarity, two-phase (default: all five)",
     )
     parser.add_argument("--embedder", choices=("minilm", "hashing"), default="minilm")
     parser.add_argument("--store", choices=("disk", "memory"), default="disk")
-    parser.add_argument("--jobs", type=int, default=1, help="task types run in parallel")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="task types (--stream mixed: conditions) in parallel"
+    )
     parser.add_argument("--quick", action="store_true", help="1 task, 1+1 variations, 8 steps")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--tag", default="", help="--stream mixed: suffix of the result files")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -461,6 +490,11 @@ def main(
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     logging.getLogger("graphmem").setLevel(logging.ERROR)
     command = " ".join([prog, *(argv if argv is not None else sys.argv[1:])])
+    if args.stream == "mixed":
+        from bench import learning_scienceworld_mixed as mixed
+
+        mixed.print_summary(mixed.run(args, command))
+        return 0
     out = execute(args, command)
     for r in out["rows"]:
         print(

@@ -604,6 +604,9 @@ class ReplayAdapter:
         for seq in procedures.values():
             self.edges |= room_edges(seq)
         best = max(procedures, key=lambda d: similarity(task, d), default=None)
+        self.replayed: str | None = best
+        """The description of the hint it replays: the most similar to the task (token
+        Jaccard), the first handed over on a tie; None without hints."""
         plan = procedures[best] if best else []
         adapted = adapt_actions(plan, substitutions(best, task)) if best else []
         # What served as "the thing" in procedures of this very task (same first sentence):

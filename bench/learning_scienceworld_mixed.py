@@ -1,0 +1,826 @@
+"""A mixed ScienceWorld stream where memory must choose: graphmem beside plain memories.
+
+``python -m bench.learning_scienceworld --stream mixed``. The task types (every type whose train
+gold paths fit the step budget and that has the evaluated variations) are interleaved into one
+stream of (task type, variation) episodes, in rounds of one variation per type shuffled per
+round, played in the same order by every condition (paired episodes).
+
+Memory starts with one procedure per gold run of ``--train`` train variations of *each* type
+(all types in one memory), and grows with the agent's own successful runs as they come
+(graphmem: ``update`` with adjustment, as the per-type bench does; the other conditions keep
+the same successful runs). So memory holds hundreds of procedures, look-alikes among them
+(the same task type with other objects, substances, colours, animals), far more than the
+agent is handed: at most ``--handover K`` procedures reach it per episode in every condition
+but ``plain``. A procedure's key is its task description; what is handed over is its
+``TASK :: a1; a2; ... [:: EVIDENCE]`` hint, the same text in every condition.
+
+The agent (:class:`graphmem.examples.envs.scienceworld.ReplayAdapter`) is the same in every
+condition. Its own choice rule: of the procedures it is handed (duplicates of one description
+dropped, the first handed kept), it replays the one whose task description is most similar to
+its task by token Jaccard (:func:`~graphmem.examples.envs.scienceworld.similarity`), the first
+handed on a tie; all of them feed its room map, its stand-ins for a missing object, where it
+looks first, and the evidence for conditional answers. It never tries a second one: an
+episode is one attempt.
+
+Conditions:
+
+- ``none``: the same agent handed nothing (it explores);
+- ``plain``: every procedure so far handed over, newest first (no retrieval; the agent's
+  Jaccard rule picks);
+- ``flat-topk``: a flat numpy cosine top-K over the procedures' keys (no Q, no graph);
+- ``similarity``: graphmem, λ = 0 (phase A recalls 4K, phase B keeps K by similarity);
+- ``two-phase``: graphmem's default two-phase retrieval (λ = 0.5, ``q_prior`` default), phase
+  A 4K candidates, K kept; credit by use: only the procedure replayed is credited
+  (``finish_episode(used=[it])``), reward = the episode's score (0..1, a failed task as 0).
+
+ScienceWorld's score is its 0..100 progress divided by 100; a task failed outright scores −1,
+counted here as 0 (as the reward is). Variations come from :mod:`bench.protocol`:
+``SCIENCEWORLD_TUNING`` (dev fold) for tuning, ``SCIENCEWORLD_HELDOUT`` with ``--heldout``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field
+from multiprocessing import get_context
+from typing import Any
+
+from bench.common import (
+    embedder_label,
+    machine_info,
+    machine_markdown,
+    make_embedder,
+    markdown_table,
+    write_results,
+)
+from bench.paired import compare
+
+log = logging.getLogger(__name__)
+
+CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase")
+LABELS = {
+    "none": "no memory (the same agent, exploring)",
+    "plain": "every procedure handed over, agent's Jaccard rule picks",
+    "flat-topk": "numpy cosine top-K over procedure keys",
+    "similarity": "graphmem λ=0",
+    "two-phase": "graphmem two-phase (library defaults, λ=0.5), credit by use",
+}
+HANDOVER = 5
+CANDIDATES = 4
+"""graphmem's phase A recalls ``CANDIDATES × K`` candidates for phase B to keep K of."""
+ORDER_SEED = 20_261_126
+"""Seeds the order in which task types interleave (the same for every condition)."""
+NAMESPACE = "scienceworld-mixed"
+COMPARISONS = (
+    ("two-phase", "flat-topk"),
+    ("two-phase", "similarity"),
+    ("two-phase", "plain"),
+    ("two-phase", "none"),
+    ("similarity", "flat-topk"),
+    ("plain", "none"),
+    ("flat-topk", "none"),
+)
+
+
+def mixed_plan(tasks: Sequence[str], per_task: int) -> list[tuple[str, int]]:
+    """(task type, position in the evaluated fold from the start) episodes: rounds of one
+    variation per type, the order within a round shuffled (fixed seed).
+
+    >>> mixed_plan(["a", "b", "c"], 2)[:3]
+    [('a', 0), ('c', 0), ('b', 0)]
+    """
+    rng = random.Random(ORDER_SEED)
+    plan: list[tuple[str, int]] = []
+    for i in range(per_task):
+        round_ = list(tasks)
+        rng.shuffle(round_)
+        plan += [(t, i) for t in round_]
+    return plan
+
+
+def trajectory_hint(task: str, pairs: Sequence[tuple[str, str]]) -> str:
+    """The ReplayAdapter hint of a run, as the per-type bench builds it from a procedure."""
+    from graphmem.examples.envs.scienceworld import (
+        answer_evidence,
+        focused_names,
+        names_a_kind,
+        procedure_hint,
+    )
+
+    seen = answer_evidence(task, pairs)
+    actions = focused_names(pairs) if names_a_kind(task) else [a for a, _ in pairs]
+    return procedure_hint(task, actions, seen)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One procedure as handed over: its id, source (gold / own) and hint text."""
+
+    id: str
+    source: str
+    hint: str
+
+    @property
+    def description(self) -> str:
+        return self.hint.partition("::")[0].strip()
+
+
+def _item(item_id: str, source: str, traj: Any) -> Item:
+    pairs = [(s.action, s.observation) for s in traj.steps]
+    return Item(item_id, source, trajectory_hint(traj.task, pairs))
+
+
+# ---- memories ---------------------------------------------------------------------------------
+
+
+class NoMemory:
+    def start(self, task: str) -> list[Item]:
+        return []
+
+    def learn(self, traj: Any, source: str) -> bool:
+        """Keep a successful run (gold or own); whether a new item was made."""
+        return False
+
+    def finish(self, used: Sequence[str], score: float, success: bool) -> None:
+        pass
+
+    def size(self) -> int:
+        return 0
+
+
+class PlainMemory(NoMemory):
+    """Every successful run so far, handed over newest first."""
+
+    def __init__(self) -> None:
+        self.items: list[Item] = []
+
+    def start(self, task: str) -> list[Item]:
+        return self.items[::-1]
+
+    def learn(self, traj: Any, source: str) -> bool:
+        if not traj.success or not traj.steps:
+            return False
+        self.items.append(_item(str(len(self.items)), source, traj))
+        return True
+
+    def size(self) -> int:
+        return len(self.items)
+
+
+class FlatTopK(PlainMemory):
+    """A flat list of (key vector, item): cosine top-K of the task description, numpy only."""
+
+    def __init__(self, embedder: Any, k: int) -> None:
+        super().__init__()
+        self.embedder, self.k = embedder, k
+        self.vectors: list[Any] = []
+
+    def learn(self, traj: Any, source: str) -> bool:
+        import numpy as np
+
+        if not super().learn(traj, source):
+            return False
+        v = np.asarray(self.embedder.embed([traj.task])[0], dtype=np.float64)
+        self.vectors.append(v / (np.linalg.norm(v) or 1.0))
+        return True
+
+    def start(self, task: str) -> list[Item]:
+        import numpy as np
+
+        if not self.items:
+            return []
+        q = np.asarray(self.embedder.embed([task])[0], dtype=np.float64)
+        q = q / (np.linalg.norm(q) or 1.0)
+        sims = np.stack(self.vectors) @ q
+        order = np.argsort(-sims, kind="stable")[: self.k]  # ties: the older first
+        return [self.items[i] for i in order]
+
+
+class GraphmemMemory(NoMemory):
+    """graphmem procedures: gold runs built, own runs by ``update`` (adjustment), two-phase
+    retrieval into an Episode, credit by use."""
+
+    def __init__(self, embedder: Any, lam: float, k: int) -> None:
+        from graphmem.config import RetrievalConfig
+        from graphmem.memory import GraphMemory
+        from graphmem.models import MemoryKind
+        from graphmem.stores.embedded import EmbeddedStore
+
+        self.mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
+        overrides = {} if lam == 0.5 else {"lam": lam}  # two-phase: the library's own λ
+        self.config = RetrievalConfig(
+            k1=CANDIDATES * k, k2=k, kinds=(MemoryKind.PROCEDURE,), **overrides
+        )
+        self.items: dict[str, Item] = {}
+        self.episode_id: str | None = None
+        self.pending: Any = None
+
+    def _keep(self, built: Any, source: str, traj: Any) -> bool:
+        if built is None or built.deduplicated or not traj.success:
+            return False
+        proc = built.procedure  # the retrievable one (a proceduralized build's raw steps
+        self.items[proc.id] = _item(proc.id, source, traj)  # hang under it, not embedded)
+        return True
+
+    def learn(self, traj: Any, source: str) -> bool:
+        from graphmem.config import UpdateStrategy
+
+        if source == "gold":
+            if not traj.success or not traj.steps:
+                return False
+            return self._keep(self.mem.build(NAMESPACE, traj), source, traj)
+        out = self.mem.update(
+            NAMESPACE, traj, strategy=UpdateStrategy.ADJUSTMENT, episode_id=self.episode_id
+        )
+        return self._keep(out.built, source, traj)
+
+    def start(self, task: str) -> list[Item]:
+        found = self.mem.retrieve(NAMESPACE, task, self.config, open_episode=True)
+        self.episode_id = found.episode_id
+        return [self.items[h.memory.id] for h in found.hits if h.memory.id in self.items]
+
+    def finish(self, used: Sequence[str], score: float, success: bool) -> None:
+        if self.episode_id is not None:
+            self.mem.finish_episode(
+                NAMESPACE, self.episode_id, max(0.0, score), success=success, used=list(used)
+            )
+
+    def size(self) -> int:
+        return len(self.items)
+
+    def uses(self) -> list[int]:
+        from graphmem.models import MemoryKind
+
+        return [
+            m.uses for m in self.mem.store.iter_nodes(NAMESPACE) if m.kind == MemoryKind.PROCEDURE
+        ]
+
+
+def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
+    if name == "none":
+        return NoMemory()
+    if name == "plain":
+        return PlainMemory()
+    if name == "flat-topk":
+        return FlatTopK(embedder, k)
+    if name in ("similarity", "two-phase"):
+        return GraphmemMemory(embedder, 0.0 if name == "similarity" else 0.5, k)
+    raise ValueError(f"unknown condition {name!r}")
+
+
+# ---- playing --------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    condition: str
+    episodes: list[dict[str, Any]] = field(default_factory=list)
+    memory_items: int = 0
+    memory_nodes: dict[str, int] = field(default_factory=dict)
+    uses: list[int] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def _dedupe(items: Sequence[Item]) -> list[Item]:
+    seen: set[str] = set()
+    out = []
+    for it in items:
+        if it.description not in seen:
+            seen.add(it.description)
+            out.append(it)
+    return out
+
+
+def play_episode(
+    env: Any, obs: Any, variation: int, fold: str, items: Sequence[Item]
+) -> dict[str, Any]:
+    """One episode (``obs``: the reset's observation) of the ReplayAdapter handed ``items``:
+    outcome, trajectory, the procedure it replayed."""
+    from graphmem.examples.envs.scienceworld import ReplayAdapter
+    from graphmem.models import Trajectory, TrajectoryStep
+
+    t0 = time.perf_counter()
+    agent = ReplayAdapter()
+    agent.begin(obs.task, hints=[it.hint for it in items], seed=variation)
+    first_line = obs.text.strip().split("\n", 1)[0][:300]
+    steps: list[TrajectoryStep] = []
+    while True:
+        decision = agent.act(obs.text, obs.valid_actions, obs.inventory)
+        result = env.step(decision.action)
+        agent.feedback(decision.action, result.observation.text, result.reward)
+        obs = result.observation
+        steps.append(
+            TrajectoryStep(
+                thought=decision.thought, action=decision.action, observation=obs.text[:2000]
+            )
+        )
+        if result.done:
+            break
+    replayed = next((it for it in items if it.description == agent.replayed), None)
+    traj = Trajectory(
+        task=" ".join(p for p in (obs.task.strip(), first_line) if p),
+        steps=steps,
+        reward=obs.score,
+        success=obs.success,
+        metadata={"game": f"scienceworld:{env.task}", "variation": variation, "fold": fold},
+    )
+    return {
+        "success": bool(obs.success),
+        "score": max(0.0, obs.score),
+        "raw_score": obs.score,
+        "steps": len(steps),
+        "seconds": time.perf_counter() - t0,
+        "replayed": replayed.id if replayed else None,
+        "replayed_source": replayed.source if replayed else None,
+        "trajectory": traj,
+    }
+
+
+def play_stream(
+    name: str,
+    plan: Sequence[tuple[str, int, int]],
+    gold: Sequence[Any],
+    envs: dict[str, Any],
+    *,
+    fold: str,
+    handover: int,
+    embedder: Any,
+    memory: NoMemory | None = None,
+    progress: Callable[[], None] | None = None,
+) -> Run:
+    """Play ``plan`` ((task, position, variation) in order) with condition ``name``: memory
+    seeded with the ``gold`` runs, each own successful run learned after its episode."""
+    started = time.perf_counter()
+    memory = memory if memory is not None else make_memory(name, embedder, handover)
+    if name != "none":
+        for traj in gold:
+            memory.learn(traj, "gold")
+    run = Run(name)
+    for task, pos, variation in plan:
+        env = envs[task]
+        obs = env.reset(variation, fold)
+        handed = memory.start(obs.task) if name != "none" else []
+        out = play_episode(env, obs, variation, fold, _dedupe(handed))
+        used = [out["replayed"]] if out["replayed"] else []
+        memory.finish(used, out["score"], out["success"])
+        traj = out.pop("trajectory")
+        built = memory.learn(traj, "own") if name != "none" else False
+        run.episodes.append(
+            {
+                "task": task,
+                "position": pos,
+                "variation": variation,
+                "handed": len(handed),
+                "memory_items": memory.size(),
+                "own_run_built": built,
+                **out,
+            }
+        )
+        if progress:
+            progress()
+    run.memory_items = memory.size()
+    if isinstance(memory, GraphmemMemory):
+        run.uses = memory.uses()
+        run.memory_nodes = {
+            k: v for k, v in memory.mem.store.counts(NAMESPACE).items() if k != "edges"
+        }
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def open_envs(tasks: Sequence[str], budget: int) -> dict[str, Any]:
+    """One ScienceWorldEnv per task type, all on one JVM (the simulator loads a task per
+    reset); close with :func:`close_envs`."""
+    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
+
+    envs: dict[str, Any] = {}
+    server = None
+    for task in tasks:
+        env = ScienceWorldEnv(task, step_budget=budget)
+        if server is None:
+            server = env._server()
+        else:
+            env._env = server
+        envs[task] = env
+    return envs
+
+
+def close_envs(envs: dict[str, Any]) -> None:
+    first = next(iter(envs.values()), None)
+    for env in envs.values():
+        if env is not first:
+            env._env = None
+    if first is not None:
+        first.close()
+
+
+def _play_one(
+    name: str,
+    plan: Sequence[tuple[str, int, int]],
+    gold: Sequence[Any],
+    fold: str,
+    budget: int,
+    handover: int,
+    embedder_name: str,
+) -> Run:
+    """One condition in a worker process (its own JVM and embedder)."""
+    logging.getLogger("graphmem").setLevel(logging.ERROR)
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    envs = open_envs(sorted({t for t, _, _ in plan}), budget)
+    try:
+        return play_stream(
+            name,
+            plan,
+            gold,
+            envs,
+            fold=fold,
+            handover=handover,
+            embedder=make_embedder(embedder_name),
+        )
+    finally:
+        close_envs(envs)
+
+
+# ---- setting up: task types, the plan, the gold runs ---------------------------------------
+
+
+def prepare(args: argparse.Namespace) -> dict[str, Any]:
+    """Task types that fit, the stream's plan and the gold trajectories (played once)."""
+    from graphmem.examples.envs.scienceworld import gold_trajectory
+
+    envs = open_envs(["use-thermometer"], args.budget)
+    try:
+        names = (
+            envs["use-thermometer"].task_names()
+            if args.tasks == "all"
+            else [t for t in args.tasks.split(",") if t]
+        )
+    finally:
+        close_envs(envs)
+    envs = open_envs(names, args.budget)
+    infos, tasks, gold = [], [], []
+    try:
+        for task in names:
+            env = envs[task]
+            evaluated = env.variations(args.fold)[args.test_start : args.test_start + args.test]
+            train = env.variations("train")[args.train_start : args.train_start + args.train]
+            info: dict[str, Any] = {"task": task, "fits": False}
+            if len(evaluated) < args.test or not train:
+                info["why"] = f"{len(env.variations(args.fold))} {args.fold} variations"
+                infos.append(info)
+                continue
+            env.list_valid_actions = False
+            lengths = []
+            for v in train:
+                env.reset(v, "train")
+                lengths.append(len(env.gold_path()))
+            info["gold_lengths"] = lengths
+            if args.tasks == "all" and max(lengths) > args.budget:
+                info["why"] = f"longest train gold path {max(lengths)}"
+                infos.append(info)
+                continue
+            env.step_budget = 500  # a gold path is played to its end, whatever --budget
+            trajs = [gold_trajectory(env, v, "train") for v in train]
+            env.step_budget = args.budget
+            gold += trajs
+            tasks.append(task)
+            info.update(
+                fits=True,
+                train_variations=train,
+                evaluated_variations=evaluated,
+                gold_successes=sum(t.success for t in trajs),
+            )
+            infos.append(info)
+        plan = [
+            (task, pos, envs[task].variations(args.fold)[args.test_start + pos])
+            for task, pos in mixed_plan(tasks, args.test)
+        ]
+    finally:
+        close_envs(envs)
+    return {"tasks": tasks, "infos": infos, "plan": plan, "gold": gold}
+
+
+# ---- summarising ------------------------------------------------------------------------------
+
+
+def summary_rows(runs: dict[str, Run], tasks: Sequence[str]) -> list[dict[str, Any]]:
+    rows = []
+    for task in [*tasks, "all"]:
+        for name, run in runs.items():
+            eps = [e for e in run.episodes if task in ("all", e["task"])]
+            if not eps:
+                continue
+            row = {
+                "task": task,
+                "condition": name,
+                "episodes": len(eps),
+                "solved": sum(e["success"] for e in eps),
+                "success": statistics.fmean(float(e["success"]) for e in eps),
+                "mean_score": statistics.fmean(e["score"] for e in eps),
+                "mean_steps": statistics.fmean(e["steps"] for e in eps),
+                "max_handed": max(e["handed"] for e in eps),
+                "mean_handed": statistics.fmean(e["handed"] for e in eps),
+                "replayed_gold": sum(e["replayed_source"] == "gold" for e in eps),
+                "replayed_own": sum(e["replayed_source"] == "own" for e in eps),
+                "own_runs_built": sum(e["own_run_built"] for e in eps),
+            }
+            if task == "all":
+                row["memory_items"] = run.memory_items
+                row["seconds_per_episode"] = run.seconds / len(eps)
+                credited = [u for u in run.uses if u]
+                row["credited"] = len(credited)
+                row["uses_per_credited"] = statistics.fmean(credited) if credited else float("nan")
+            rows.append(row)
+    return rows
+
+
+def comparisons(runs: dict[str, Run]) -> list[dict[str, Any]]:
+    out = []
+    for a, b in COMPARISONS:
+        if a not in runs or b not in runs:
+            continue
+        for measure in ("success", "score"):
+            xs = [float(e[measure]) for e in runs[a].episodes]
+            ys = [float(e[measure]) for e in runs[b].episodes]
+            out.append({"a": a, "b": b, "measure": measure, **asdict(compare(xs, ys))})
+    return out
+
+
+def targets(cmp: Sequence[dict[str, Any]]) -> list[list[str]]:
+    """The issue's targets: two-phase ≥ flat-topk + 5 and ≥ similarity + 5 points (score and
+    solved) at p < 0.01, and not below plain by more than 5 points."""
+    by = {(c["a"], c["b"], c["measure"]): c for c in cmp}
+    rows = []
+    for b, need in (
+        ("flat-topk", "≥ +5 pts, p < 0.01"),
+        ("similarity", "≥ +5 pts, p < 0.01"),
+        ("plain", "≥ −5 pts"),
+    ):
+        for measure in ("success", "score"):
+            c = by.get(("two-phase", b, measure))
+            if c is None:
+                continue
+            met = c["diff"] >= -0.05 if b == "plain" else c["diff"] >= 0.05 and c["p_sign"] < 0.01
+            rows.append(
+                [
+                    f"two-phase vs {b} ({'solved' if measure == 'success' else 'score'})",
+                    need,
+                    f"{100 * c['diff']:+.1f}",
+                    f"{c['p_sign']:.3g}",
+                    "met" if met else "missed",
+                ]
+            )
+    return rows
+
+
+def markdown(data: dict[str, Any]) -> str:
+    setup, rows, cmp = data["setup"], data["results"], data["comparisons"]
+    fit = [i for i in setup["tasks"] if i["fits"]]
+    skipped = ", ".join(f"{i['task']} ({i['why']})" for i in setup["tasks"] if not i["fits"])
+    gold = ", ".join(f"{i['task']} {i['gold_successes']}/{len(i['train_variations'])}" for i in fit)
+    lines = [
+        f"# Mixed ScienceWorld stream, hand-over K = {setup['handover']} "
+        f"({'held-out' if setup['heldout'] else 'tuning'} run)",
+        "",
+        f"Command: `{setup['command']}`",
+        "",
+        machine_markdown(setup["machine"]),
+        "",
+        f"- stream: {setup['episodes']} episodes, {len(fit)} task types interleaved (rounds of "
+        f"one variation per type, shuffled per round; the same order for every condition), "
+        f"{setup['fold']} variations at positions {setup['test_start']}.."
+        f"{setup['test_start'] + setup['test'] - 1} of each type ({setup['protocol']}); step "
+        f"budget {setup['budget']}",
+        f"- memory at the start: one procedure per successful gold run of train variations "
+        f"{setup['train_start']}..{setup['train_start'] + setup['train'] - 1} of every type, all "
+        f"types in one memory (gold runs that succeeded: {gold}); then the agent's own "
+        "successful runs as they come (graphmem: `update`, adjustment; the others keep the same "
+        "successful runs); key = task description",
+        f"- task types not in the stream: {skipped or 'none'}",
+        f"- hand-over: at most K = {setup['handover']} procedures per episode (one decision, at "
+        f"the start) in every condition but `plain`; graphmem phase A recalls k1 = "
+        f"{setup['k1']}, phase B keeps K",
+        "- agent: ReplayAdapter, the same in every condition. Of the procedures handed over "
+        "(one per description, the first handed kept) it replays the one whose task "
+        "description is most similar to its own by token Jaccard, the first handed on a tie; "
+        "all of them feed its room map, stand-ins, where it looks first and the evidence for "
+        "conditional answers. One attempt per episode; it never falls back to a second one",
+        "- two-phase: graphmem `RetrievalConfig` defaults (λ = 0.5, q_prior = "
+        f"{setup['q_prior']!r}) with k1/k2 above; credit by use: only the replayed procedure "
+        "is credited (`finish_episode(used=[it])`), reward = score; similarity: the same, λ = 0",
+        "- score: ScienceWorld's 0..100 progress / 100, a task failed outright (−1) counted as 0",
+        f"- embedder: {setup['embedder']}; graphmem store: embedded, in memory; wall time "
+        f"{setup['seconds']:.0f} s (jobs {setup['jobs']})",
+        "",
+        "## All task types",
+        "",
+    ]
+    head = [
+        "condition",
+        "solved",
+        "success",
+        "mean score",
+        "mean steps",
+        "max / mean handed",
+        "replayed gold / own",
+        "memory items (end)",
+        "s/episode",
+    ]
+    lines.append(
+        markdown_table(
+            head,
+            [
+                [
+                    f"`{r['condition']}` {LABELS[r['condition']]}",
+                    f"{r['solved']}/{r['episodes']}",
+                    f"{r['success']:.0%}",
+                    f"{r['mean_score']:.3f}",
+                    f"{r['mean_steps']:.1f}",
+                    f"{r['max_handed']} / {r['mean_handed']:.1f}",
+                    f"{r['replayed_gold']} / {r['replayed_own']}",
+                    str(r["memory_items"]),
+                    f"{r['seconds_per_episode']:.1f}",
+                ]
+                for r in rows
+                if r["task"] == "all"
+            ],
+        )
+    )
+    credit = [r for r in rows if r["task"] == "all" and r.get("credited")]
+    if credit:
+        lines += [
+            "",
+            "graphmem credit: procedures credited at least once (replayed), mean credited uses: "
+            + "; ".join(
+                f"{r['condition']} {r['credited']} ({r['uses_per_credited']:.1f})" for r in credit
+            ),
+        ]
+    lines += ["", "## Per task type (solved, mean score)", ""]
+    conds = [r["condition"] for r in rows if r["task"] == "all"]
+    by = {(r["task"], r["condition"]): r for r in rows}
+    lines.append(
+        markdown_table(
+            ["task", *conds],
+            [
+                [
+                    i["task"],
+                    *[
+                        f"{by[i['task'], c]['solved']}/{by[i['task'], c]['episodes']}, "
+                        f"{by[i['task'], c]['mean_score']:.2f}"
+                        for c in conds
+                    ],
+                ]
+                for i in fit
+            ],
+        )
+    )
+    lines += [
+        "",
+        "## Paired comparisons",
+        "",
+        "Same episodes, episode by episode: difference of the means (points = percentage "
+        "points of solved, or of score × 100), episodes where the first did better and the "
+        "reverse, exact two-sided sign test on those, 95 % bootstrap interval.",
+        "",
+        markdown_table(
+            ["a vs b", "measure", "Δ (points)", "a better / b better", "sign test p", "95 % CI"],
+            [
+                [
+                    f"{c['a']} vs {c['b']}",
+                    "solved" if c["measure"] == "success" else "score",
+                    f"{100 * c['diff']:+.1f}",
+                    f"{c['better']} / {c['worse']}",
+                    f"{c['p_sign']:.3g}",
+                    f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]",
+                ]
+                for c in cmp
+            ],
+        ),
+    ]
+    if target_rows := targets(cmp):
+        lines += ["", "## Targets (issue 28)", ""]
+        lines.append(markdown_table(["comparison", "target", "Δ", "p", ""], target_rows))
+    if nodes := setup.get("memory_nodes"):
+        lines += [
+            "",
+            "Memory at the end, graphmem nodes by kind: "
+            + "; ".join(
+                f"{name}: {', '.join(f'{v} {k}' for k, v in n.items() if v)}"
+                for name, n in nodes.items()
+            ),
+        ]
+    return "\n".join(lines) + "\n"
+
+
+# ---- command line ---------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """Play every condition on the mixed stream; write the results."""
+    from bench.common import progress_bar
+    from bench.protocol import SCIENCEWORLD_HELDOUT, SCIENCEWORLD_TUNING
+    from graphmem.config import RetrievalConfig
+
+    names = [c for c in (args.conditions or ",".join(CONDITIONS)).split(",") if c]
+    if unknown := [n for n in names if n not in CONDITIONS]:
+        raise SystemExit(
+            f"unknown condition(s) {', '.join(unknown)} for --stream mixed; "
+            f"known: {', '.join(CONDITIONS)}"
+        )
+    if args.handover < 1:
+        raise SystemExit("--handover must be at least 1")
+    protocol = SCIENCEWORLD_HELDOUT if args.heldout else SCIENCEWORLD_TUNING
+    if args.heldout or args.fold is None:
+        args.fold, args.test_start = protocol.fold, protocol.start
+    if args.quick:
+        args.tasks, args.train, args.test, args.budget = "find-plant,use-thermometer", 2, 1, 8
+        args.embedder = "hashing"
+    machine = machine_info()
+    started = time.perf_counter()
+    prep = prepare(args)
+    plan, gold = prep["plan"], prep["gold"]
+    runs: dict[str, Run] = {}
+    jobs = max(1, min(args.jobs, len(names)))
+    bar = progress_bar(len(names), "conditions", enabled=not args.no_progress)
+    try:
+        if jobs == 1:
+            for name in names:
+                runs[name] = _play_one(
+                    name, plan, gold, args.fold, args.budget, args.handover, args.embedder
+                )
+                bar.update(1)
+        else:
+            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+                futures = {
+                    name: pool.submit(
+                        _play_one,
+                        name,
+                        plan,
+                        gold,
+                        args.fold,
+                        args.budget,
+                        args.handover,
+                        args.embedder,
+                    )
+                    for name in names
+                }
+                for name, future in futures.items():
+                    runs[name] = future.result()
+                    bar.update(1)
+    finally:
+        bar.close()
+    rows = summary_rows(runs, prep["tasks"])
+    data = {
+        "setup": {
+            "command": command,
+            "machine": machine,
+            "heldout": bool(args.heldout),
+            "protocol": protocol.purpose
+            if args.fold == protocol.fold and args.test_start == protocol.start
+            else f"{args.fold} fold from position {args.test_start} (not the protocol's range)",
+            "fold": args.fold,
+            "test_start": args.test_start,
+            "test": args.test,
+            "train": args.train,
+            "train_start": args.train_start,
+            "budget": args.budget,
+            "handover": args.handover,
+            "k1": CANDIDATES * args.handover,
+            "q_prior": RetrievalConfig().q_prior,
+            "episodes": len(plan),
+            "gold_procedures": sum(t.success for t in gold),
+            "tasks": prep["infos"],
+            "embedder": embedder_label(args.embedder),
+            "jobs": jobs,
+            "memory_nodes": {n: r.memory_nodes for n, r in runs.items() if r.memory_nodes},
+            "seconds": time.perf_counter() - started,
+        },
+        "plan": plan,
+        "results": rows,
+        "comparisons": comparisons(runs),
+        "episodes": {n: r.episodes for n, r in runs.items()},
+    }
+    name = f"learning_scienceworld_mixed_k{args.handover}"
+    name += "_heldout" if args.heldout else f"_{args.fold}"
+    name += f"_{args.tag}" if args.tag else ""
+    files = write_results(args.out, name, data, markdown(data))
+    return {"data": data, "files": files, "runs": runs}
+
+
+def print_summary(out: dict[str, Any]) -> None:
+    for r in out["data"]["results"]:
+        if r["task"] == "all":
+            print(
+                f"  {r['condition']:<11} solved {r['solved']}/{r['episodes']}  "
+                f"score {r['mean_score']:.3f}  handed ≤ {r['max_handed']}"
+            )
+    for row in targets(out["data"]["comparisons"]):
+        print("  " + " | ".join(row))
+    for path in out["files"]:
+        print(f"wrote {path}")
