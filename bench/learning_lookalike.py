@@ -24,6 +24,14 @@ persistently low-Q memories (graphmem's obsolescence, on by default in MemoryCon
 off in the main conditions so that the retrieval score alone is compared; the ``+demotion`` rows
 switch it on.
 
+Baselines beside graphmem (issue 28's names): ``plain`` hands the agent every procedure, and it
+follows the steps most of the chore's procedures give (ties: the newest), as a reader of the
+whole list would; ``flat-topk`` is a flat vector list, the procedure with the nearest key by
+cosine (K = 1), no Q, no graph. Both keep the same procedures and add each success, as
+graphmem's validation update does. Every condition meets the same tasks in the same order (the
+step counts that depend on outcomes draw from a stream of their own), so two-phase is compared
+with each baseline task by task (sign test, bootstrap interval).
+
 Q0 variants reproduce docs/design.md §6: with rewards {0, 1} and Q0 = 0 a failure teaches nothing
 (Q stays 0), so stale look-alikes are never pushed down; Q0 = 0.5 (neutral) or rewards ±1 fix it.
 
@@ -45,7 +53,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from bench.common import (
     RESULTS_DIR,
@@ -55,6 +65,7 @@ from bench.common import (
     write_results,
 )
 from bench.learning import embedder_label, make_embedder, plot_runs
+from bench.paired import compare
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig, UpdateStrategy
 from graphmem.examples.metrics import EpisodeRecord, summarise
 from graphmem.models import MemoryKind, Trajectory, TrajectoryStep
@@ -119,25 +130,38 @@ def trajectory(text: str, actions: Sequence[str], success: bool) -> Trajectory:
 class Condition:
     name: str
     label: str
-    use_memory: bool = True
+    kind: Literal["graphmem", "none", "flat", "plain"] = "graphmem"
     lam: float = 0.5
     q0: float = 0.5
     failure_reward: float = 0.0
     demotion: bool = False
 
+    @property
+    def use_memory(self) -> bool:
+        return self.kind != "none"
+
 
 CONDITIONS: dict[str, Condition] = {
     c.name: c
     for c in (
-        Condition("none", "no memory", use_memory=False),
-        Condition("sim", "similarity-only λ=0 (Q0=0.5)", lam=0.0),
-        Condition("two-phase", "λ=0.5, Q0=0.5, rewards {0,1}"),
+        Condition("none", "no memory", kind="none"),
+        Condition(
+            "plain",
+            "every procedure handed over; it follows the steps most of the chore's ones give",
+            kind="plain",
+        ),
+        Condition("flat-topk", "a flat vector list, top-1 by cosine (no Q, no graph)", kind="flat"),
+        Condition("similarity", "graphmem λ=0 (Q0=0.5)", lam=0.0),
+        Condition("two-phase", "graphmem λ=0.5, Q0=0.5, rewards {0,1}"),
         Condition("two-phase-q0", "λ=0.5, Q0=0, rewards {0,1}", q0=0.0),
         Condition("two-phase-q0-pm1", "λ=0.5, Q0=0, rewards ±1", q0=0.0, failure_reward=-1.0),
-        Condition("sim+demotion", "λ=0 with graphmem's demotion", lam=0.0, demotion=True),
+        Condition("similarity+demotion", "λ=0 with graphmem's demotion", lam=0.0, demotion=True),
         Condition("two-phase+demotion", "λ=0.5, Q0=0.5, with demotion", demotion=True),
     )
 }
+"""The issue-28 baselines (``plain``, ``flat-topk``) beside graphmem's ``similarity`` and
+``two-phase``. Graph features (links, evolution) are not used by this stream: nothing here
+calls ``evolve``, and retrieval does not read links."""
 
 
 @dataclass
@@ -149,6 +173,44 @@ class Params:
     explore_success: float = 0.2
     recover_success: float = 0.1
     frozen: bool = False
+
+
+class FlatProcedures:
+    """The baselines' memory: a flat list of (key, steps), no Q, no graph, no episodes."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.keys: list[str] = []
+        self.steps: list[list[str]] = []
+        self.vectors: list[np.ndarray] = []
+
+    def add(self, key: str, steps: Sequence[str]) -> None:
+        vector = np.asarray(self.embedder.embed([key])[0], dtype=np.float64)
+        self.keys.append(key)
+        self.steps.append(list(steps))
+        self.vectors.append(vector / (np.linalg.norm(vector) or 1.0))
+
+    def nearest(self, text: str) -> list[str]:
+        """flat-topk with K = 1: the steps of the procedure whose key is nearest by cosine."""
+        if not self.keys:
+            return []
+        query = np.asarray(self.embedder.embed([text])[0], dtype=np.float64)
+        sims = np.stack(self.vectors) @ (query / (np.linalg.norm(query) or 1.0))
+        return self.steps[int(np.argmax(sims))]
+
+    def most_given(self, verb: str, obj: str) -> list[str]:
+        """plain: handed every procedure, the agent reads those whose key names the chore and
+        follows the steps most of them give (ties: the newest), as a reader of the whole list
+        would. No similarity, no Q."""
+        chore = f"{verb} the {obj}"
+        counts: dict[tuple[str, ...], tuple[int, int]] = {}
+        for i, (key, steps) in enumerate(zip(self.keys, self.steps, strict=True)):
+            if chore in key:
+                n, _ = counts.get(tuple(steps), (0, 0))
+                counts[tuple(steps)] = (n + 1, i)
+        if not counts:
+            return []
+        return list(max(counts, key=lambda seq: counts[seq]))
 
 
 def run_stream(
@@ -166,6 +228,7 @@ def run_stream(
 
     rng = random.Random(stream_seed)
     world = random.Random(stream_seed + 10_000)  # memory contents: the same for every condition
+    steps_rng = random.Random(stream_seed + 20_000)  # step counts only: the tasks stay paired
     config = MemoryConfig(
         q0=cond.q0,
         failure_reward=cond.failure_reward,
@@ -176,13 +239,18 @@ def run_stream(
     ns = "lookalike"
     retrieval = RetrievalConfig(k1=5, k2=1, lam=cond.lam, kinds=(MemoryKind.PROCEDURE,))
     records: list[EpisodeRecord] = []
+    flat = FlatProcedures(embedder)  # plain / flat-topk: the same procedures, no graphmem
     try:
         if cond.use_memory:
             for chore in range(params.families):
                 seeded = [good_steps(chore)] + [stale_steps(chore, v) for v in range(params.bad)]
                 world.shuffle(seeded)
                 for seq in seeded:
-                    mem.build(ns, trajectory(task_text(chore, world), seq, True))
+                    key = task_text(chore, world)
+                    if cond.kind == "graphmem":
+                        mem.build(ns, trajectory(key, seq, True))
+                    else:
+                        flat.add(key, seq)
         blocks = max(1, params.episodes // 50)
         size = -(-params.episodes // blocks)
         for i in range(params.episodes):
@@ -192,7 +260,11 @@ def run_stream(
             followed: list[str] = []
             hit_ids: list[str] = []
             episode_id = None
-            if cond.use_memory:
+            if cond.kind == "flat":
+                followed = flat.nearest(text)
+            elif cond.kind == "plain":
+                followed = flat.most_given(CHORES[chore][0], CHORES[chore][1])
+            elif cond.kind == "graphmem":
                 found = mem.retrieve(ns, text, retrieval, open_episode=True)
                 episode_id = found.episode_id
                 hit_ids = [h.memory.id for h in found.hits]
@@ -203,14 +275,16 @@ def run_stream(
                 success, steps = True, len(followed)
             elif followed:
                 success = luck < params.recover_success
-                steps = len(followed) + (rng.randint(5, 12) if success else params.budget)
+                steps = len(followed) + (steps_rng.randint(5, 12) if success else params.budget)
                 steps = min(steps, params.budget)
             else:
                 success = luck < params.explore_success
-                steps = rng.randint(10, params.budget) if success else params.budget
+                steps = steps_rng.randint(10, params.budget) if success else params.budget
             records.append(
                 EpisodeRecord(task=str(chore), epoch=i // size, success=success, steps=steps)
             )
+            if cond.kind in ("flat", "plain") and success and not params.frozen:
+                flat.add(text, good_steps(chore))  # as graphmem's validation builds successes
             if episode_id is not None:
                 reward = config.success_reward if success else config.failure_reward
                 mem.finish_episode(ns, episode_id, reward, success=success)
@@ -311,14 +385,37 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     }
     block = -(-params.episodes // max(1, params.episodes // 50))
     name = "learning_lookalike" + ("_frozen" if args.frozen else "")
-    data = {"setup": setup, "results": rows}
-    files = write_results(args.out, name, data, markdown(rows, setup, block))
+    paired = comparisons(per_cond)
+    data = {"setup": setup, "results": rows, "comparisons": paired}
+    files = write_results(args.out, name, data, markdown(rows, setup, block, paired))
     title = f"look-alike stream ({params.episodes} tasks, mean of {args.seeds} streams)"
     files.append(plot_runs(args.out / f"{name}.png", title, rows, block))
     return {"rows": rows, "files": files, "setup": setup}
 
 
-def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any], block: int) -> str:
+COMPARED = ("similarity", "flat-topk", "plain", "none")
+
+
+def comparisons(per_cond: dict[str, list[list[EpisodeRecord]]]) -> list[dict[str, Any]]:
+    """two-phase against each baseline, task by task over all streams (the conditions see the
+    same tasks in the same order: only step counts draw from another stream)."""
+    if "two-phase" not in per_cond:
+        return []
+    mine = [float(r.success) for recs in per_cond["two-phase"] for r in recs]
+    out = []
+    for other in COMPARED:
+        if other in per_cond:
+            theirs = [float(r.success) for recs in per_cond[other] for r in recs]
+            out.append({"a": "two-phase", "b": other, **asdict(compare(mine, theirs))})
+    return out
+
+
+def markdown(
+    rows: Sequence[dict[str, Any]],
+    setup: dict[str, Any],
+    block: int,
+    paired: Sequence[dict[str, Any]] = (),
+) -> str:
     p = setup["params"]
     head = ["condition", "success (mean ± sd)", "last block", "mean steps", "per stream"]
     table = [
@@ -336,9 +433,13 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any], block: int) 
     brows = [[r["condition"], *[f"{x:.2f}" for x in r["success_per_block"]]] for r in rows]
     by = {r["condition"]: r for r in rows}
     margin = ""
-    if "two-phase" in by and "sim" in by:
-        d = by["two-phase"]["success"] - by["sim"]["success"]
-        margin = f"Two-phase (λ=0.5, Q0=0.5) minus similarity-only (λ=0): **{d:+.2f}** success."
+    margins = [
+        f"{other} {by['two-phase']['success'] - by[other]['success']:+.2f}"
+        for other in ("similarity", "flat-topk", "plain", "none")
+        if "two-phase" in by and other in by
+    ]
+    if margins:
+        margin = "Two-phase (λ=0.5, Q0=0.5) minus: **" + "**, **".join(margins) + "** success."
     return "\n".join(
         [
             "# Learning with look-alike memories (synthetic stream)",
@@ -361,6 +462,37 @@ def markdown(rows: Sequence[dict[str, Any]], setup: dict[str, Any], block: int) 
             "",
             margin,
             "",
+            *(
+                [
+                    "Paired, task by task over all streams (exact sign test on the tasks where "
+                    "the two differ; 95 % bootstrap interval):",
+                    "",
+                    markdown_table(
+                        [
+                            "a vs b",
+                            "tasks",
+                            "Δ success",
+                            "a only / b only",
+                            "sign test p",
+                            "95 % CI",
+                        ],
+                        [
+                            [
+                                f"{c['a']} vs {c['b']}",
+                                str(c["n"]),
+                                f"{100 * c['diff']:+.1f} pp",
+                                f"{c['better']} / {c['worse']}",
+                                f"{c['p_sign']:.3g}",
+                                f"[{100 * c['ci_low']:+.1f}, {100 * c['ci_high']:+.1f}]",
+                            ]
+                            for c in paired
+                        ],
+                    ),
+                    "",
+                ]
+                if paired
+                else []
+            ),
             markdown_table(head, table),
             "",
             "Q0=0 with rewards ±1 is Q0=0.5 with rewards {0, 1} doubled and shifted: the z-scores "

@@ -87,7 +87,30 @@ def test_lookalike_smoke_writes_tables_and_plot(tmp_path: Path) -> None:
         assert len(row["per_seed_success"]) == 1
         assert 0 < row["mean_steps"] <= saved["setup"]["params"]["budget"]
     markdown = (tmp_path / "learning_lookalike.md").read_text(encoding="utf-8")
-    assert "minus similarity-only" in markdown and "load average at start" in markdown
+    assert "Two-phase (λ=0.5, Q0=0.5) minus" in markdown and "load average at start" in markdown
+    assert {c["b"] for c in saved["comparisons"]} == {"similarity", "flat-topk", "plain", "none"}
+
+
+def test_lookalike_conditions_play_the_same_tasks_and_baselines_use_memory() -> None:
+    # Paired: every condition meets the same chores in the same order, whatever its outcomes
+    # (outcome-dependent step counts draw from their own stream). plain reads every procedure
+    # and follows the steps most of a chore's procedures give: once a success is built beside
+    # the good one, it follows the good steps.
+    params = lookalike.Params(episodes=30, families=3, bad=2)
+    tasks = {}
+    for name in ("none", "plain", "flat-topk", "two-phase"):
+        records = lookalike.run_stream(lookalike.CONDITIONS[name], params, 0, _hashing(), None)
+        tasks[name] = [r.task for r in records]
+        if name == "plain":
+            assert sum(r.success for r in records[-10:]) >= 9
+    assert len({tuple(t) for t in tasks.values()}) == 1
+    flat = lookalike.FlatProcedures(_hashing())
+    flat.add("descale the kettle today", ["a"])
+    flat.add("reset the router on floor 2", ["b"])
+    flat.add("please reset the router", ["b"])
+    flat.add("reset the router now", ["c"])
+    assert flat.nearest("could you descale the kettle") == ["a"]
+    assert flat.most_given("reset", "router") == ["b"]
 
 
 def test_lookalike_stream_goes_through_graphmem(tmp_path: Path) -> None:
