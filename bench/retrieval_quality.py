@@ -225,6 +225,34 @@ def numpy_rankings(
     return out
 
 
+CONDITIONS = ("flat-topk", "similarity", "two-phase")
+"""The learning benches' condition names (issue 28), as they apply to ranking: ``flat-topk`` is
+plain numpy cosine (a flat vector list), ``similarity`` graphmem with λ = 0, ``two-phase``
+graphmem with λ = 0.5 (neutral or learned Q). ``plain`` (everything handed over) ranks nothing,
+so recall@k and NDCG cannot score it; graph features are not used (notes are added without
+evolution, and retrieval does not read links)."""
+
+
+def conditions(text: str) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n for n in text.split(",") if n))
+    if "plain" in names:
+        raise SystemExit(
+            "plain hands over every session and ranks nothing: recall@k and NDCG cannot score it"
+        )
+    if wrong := [n for n in names if n not in CONDITIONS]:
+        raise SystemExit(f"unknown condition(s) {', '.join(wrong)}; known: {', '.join(CONDITIONS)}")
+    if not names:
+        raise SystemExit("--conditions names none")
+    return names
+
+
+def condition_of(config: str, how: str) -> str:
+    """The condition a row belongs to, from its configuration and how it ranks."""
+    if config.startswith("numpy"):
+        return "flat-topk"
+    return "two-phase" if how.startswith("λ=0.5") else "similarity"
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from graphmem.config import RetrievePolicy
 
@@ -248,12 +276,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "rows": [],
     }
 
-    def add(name: str, how: str, rankings: dict[str, list[str]], qs: Sequence[Question]) -> None:
-        result["rows"].append({"config": name, "how": how, **score(rankings, qs)})
+    wanted = conditions(args.conditions)
+    result["conditions"] = list(wanted)
 
-    base = numpy_rankings(sessions, questions, embedder)
-    add("numpy cosine, whole session", "similarity only, raw text", base["whole"], questions)
-    add("numpy cosine, turns → max", "similarity only, raw text", base["turns"], questions)
+    def add(name: str, how: str, rankings: dict[str, list[str]], qs: Sequence[Question]) -> None:
+        row = {"condition": condition_of(name, how), "config": name, "how": how}
+        result["rows"].append({**row, **score(rankings, qs)})
+
+    if "flat-topk" in wanted:
+        base = numpy_rankings(sessions, questions, embedder)
+        add("numpy cosine, whole session", "similarity only, raw text", base["whole"], questions)
+        add("numpy cosine, turns → max", "similarity only, raw text", base["turns"], questions)
 
     corpus = Corpus(sessions, embedder, args.quiet)
     plans: list[tuple[str, str, str, dict[str, Any]]] = [
@@ -274,6 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ),
         ("graphmem, turn Notes → max", "turns", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
     ]
+    plans = [p for p in plans if condition_of(p[0], p[2]) in wanted]
     bar = common.progress_bar(len(plans) * len(questions), "retrieve", enabled=not args.quiet)
     with bar:
         for name, granularity, how, config in plans:
@@ -282,7 +316,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 rankings[q.id] = corpus.rank(granularity, q.text, **config)
                 bar.update(1)
             add(name, how, rankings, questions)
-    if args.learned_q:
+    if args.learned_q and "two-phase" in wanted:
         for name, granularity in (
             ("graphmem, session Notes", "sessions"),
             ("graphmem, turn Notes → max", "turns"),
@@ -343,6 +377,7 @@ def render_markdown(result: dict[str, Any]) -> str:
     data = result["data"]
     rows = [
         [
+            r.get("condition", condition_of(r["config"], r["how"])),
             r["config"],
             r["how"],
             r["recall@1"],
@@ -367,14 +402,26 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"- run time {result['runtime_s']} s; command: `python -m bench.retrieval_quality`",
             "",
             common.markdown_table(
-                ["configuration", "how", "recall@1", "recall@5", "recall@10", "NDCG@10", "qs"],
+                [
+                    "condition",
+                    "configuration",
+                    "how",
+                    "recall@1",
+                    "recall@5",
+                    "recall@10",
+                    "NDCG@10",
+                    "qs",
+                ],
                 rows,
             ),
             "",
             "recall@k: share of a question's supporting sessions in the top k (so recall@1 is at "
             "most 1/|supporting|); NDCG@10 with binary relevance. Two-phase with every Q at its "
             "neutral start value ranks exactly like similarity (z(Q) = 0 for all candidates). "
-            "Learned-Q rows: 2-fold cross-validation over questions (see the module docstring).",
+            "Learned-Q rows: 2-fold cross-validation over questions (see the module docstring). "
+            "Conditions as in the learning benches: flat-topk = numpy cosine over a flat list, "
+            "similarity = graphmem λ = 0, two-phase = graphmem λ = 0.5; no plain row (handing "
+            "over every session ranks nothing).",
         ]
     )
 
@@ -409,6 +456,11 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
     parser.add_argument("--max-questions", type=int, help="a subset (smoke runs)")
+    parser.add_argument(
+        "--conditions",
+        default=",".join(CONDITIONS),
+        help=f"comma list of {', '.join(CONDITIONS)} (default: all)",
+    )
     parser.add_argument("--no-learned-q", dest="learned_q", action="store_false")
     parser.add_argument("--epochs", type=int, default=3, help="feedback passes when learning Q")
     parser.add_argument("--alpha", type=float, default=0.3, help="Q learning rate")

@@ -115,6 +115,21 @@ def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
             r for (c, how), r in by.items() if c == config and "default utility_kinds" in how
         )
         assert learned["ndcg@10"] == plain["ndcg@10"]
+    assert {r["condition"] for r in rows} == {"flat-topk", "similarity", "two-phase"}
+    assert {r["condition"] for r in rows if r["config"].startswith("numpy")} == {"flat-topk"}
+
+
+def test_quality_conditions_select_rows_and_refuse_plain(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    quality.add_arguments(parser)
+    options = ["--embedder", "hashing", "--max-questions", "2", "--quiet", "--no-plots"]
+    args = parser.parse_args([*options, "--conditions", "flat-topk", "--out", str(tmp_path)])
+    rows = quality.execute(args)["rows"]
+    assert len(rows) == 2 and {r["condition"] for r in rows} == {"flat-topk"}
+    for bad, says in (("plain", "ranks nothing"), ("two_phase", "unknown condition")):
+        args = parser.parse_args([*options, "--conditions", bad, "--out", str(tmp_path)])
+        with pytest.raises(SystemExit, match=says):
+            quality.execute(args)
 
 
 def test_quality_metrics() -> None:
