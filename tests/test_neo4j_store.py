@@ -22,6 +22,7 @@ from graphmem.errors import ConfigError, DimensionMismatch, InvalidInput, StoreE
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task
 from graphmem.stores import cypher, neo4j_recall
 from graphmem.stores.neo4j import Neo4jStore
+from graphmem.stores.neo4j_rows import filter_key
 from graphmem.stores.neo4j_schema import SCHEMA_VERSION
 from graphmem.testing import note, unique_namespace, vec
 
@@ -232,9 +233,9 @@ def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
         info = session.execute_read(index_state)
         searchable = session.execute_read(supports_search)
     assert info is not None and info[:2] == ("ONLINE", DIM)
-    # On 2026.01+ schema apply builds the filtered index, and recall filters inside it.
-    want = "search" if searchable and info[2] else "procedure"
-    assert neo._index_mode(DIM) == want
+    # On 2026.01+ schema apply builds the index with the filter key, and recall filters inside it.
+    assert info[2] == ("key" if searchable else None)
+    assert neo._index_mode(DIM) == ("search" if searchable else "procedure")
     neo.upsert([note(namespace, f"n{i}", "n", vec(DIM, 1, 0.1 * i)) for i in range(10)])
     neo.upsert([note(f"{namespace}-other", f"o{i}", "o", vec(DIM, 1)) for i in range(40)])
     hits = neo.recall(namespace, vec(DIM, 1), 4)
@@ -244,6 +245,87 @@ def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
     hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
     assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
     assert neo.recall(namespace, vec(DIM, 1), 4, kinds=["Procedure"]) == []
+
+
+def _filter_keys(store: Neo4jStore, namespace: str) -> dict[str, str | None]:
+    rows = _query(
+        store,
+        "MATCH (m:Memory {namespace: $ns}) RETURN m.id AS id, m.filter_key AS key",
+        ns=namespace,
+    )
+    return {r["id"]: r["key"] for r in rows}
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_every_write_keeps_the_filter_key_in_step(neo: Neo4jStore, namespace: str) -> None:
+    """Create, update, import and demote/restore all leave the combined filter property that the
+    vector index carries equal to cypher.filter_key of the memory; reads never show it."""
+    neo.upsert([note(namespace, "n", "n", vec(DIM, 1))])
+    neo.upsert([Task(id="t", namespace=namespace, text="make tea", key="tea", obsolete=True)])
+    assert _filter_keys(neo, namespace) == {
+        "n": filter_key(namespace, "Note", False),
+        "t": filter_key(namespace, "Task", True),
+    }
+    neo.patch(namespace, "n", {"obsolete": True, "obsolete_reason": "test"})
+    neo.patch(namespace, "t", {"obsolete": False})
+    assert _filter_keys(neo, namespace) == {
+        "n": f"{namespace}|Note|obsolete",
+        "t": f"{namespace}|Task|live",
+    }
+    revived = neo.get(namespace, "n").model_copy(update={"obsolete": False})
+    neo.upsert([revived], keep_utility=False)  # as an import writes
+    assert _filter_keys(neo, namespace)["n"] == f"{namespace}|Note|live"
+    assert "filter_key" not in neo.get(namespace, "n").model_dump()
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_schema_apply_back_fills_the_filter_key(neo: Neo4jStore, namespace: str) -> None:
+    neo.upsert([note(namespace, f"n{i}", "n", vec(DIM, 1, 0.1 * i)) for i in range(3)])
+    _query(neo, "MATCH (m:Memory {namespace: $ns}) REMOVE m.filter_key", ns=namespace)
+    _query(neo, "MATCH (m:Memory {namespace: $ns, id: 'n2'}) SET m.filter_key = 'x'", ns=namespace)
+    neo.setup(DIM)
+    assert set(_filter_keys(neo, namespace).values()) == {f"{namespace}|Note|live"}
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_schema_apply_replaces_an_index_built_with_the_three_filter_fields(
+    neo: Neo4jStore, namespace: str
+) -> None:
+    """An index from before the filter key is still searched in-index (three predicates);
+    schema apply re-creates it with the key, and a running store follows."""
+    from graphmem.stores.neo4j_recall import index_state
+
+    if neo._index_mode(DIM) != "search":
+        pytest.skip("this server has no in-index filtered search")
+    neo.upsert([note(namespace, f"n{i}", "n", vec(DIM, 1, 0.1 * i)) for i in range(6)])
+    neo.patch(namespace, "n0", {"obsolete": True})
+    old_index = cypher.VECTOR_INDEX_FILTERED.replace(
+        "[m.filter_key]", "[m.namespace, m.kind, m.obsolete]"
+    )
+    _query(neo, cypher.DROP_VECTOR_INDEX)
+    _query(neo, old_index, dimension=DIM)
+    _query(neo, "CALL db.awaitIndexes(300)")
+    try:
+        with neo.driver.session(database=DATABASE) as session:
+            assert session.execute_read(index_state) == ("ONLINE", DIM, "fields")
+        old = Neo4jStore.from_uri(URI or "", USER, PASSWORD, DATABASE)
+        try:
+            assert old._index_mode(DIM) == "search-fields"
+            hits = old.recall(namespace, vec(DIM, 1), 3)
+            assert [h.memory.id for h in hits] == ["n1", "n2", "n3"]
+            neo.setup(DIM)
+            with neo.driver.session(database=DATABASE) as session:
+                assert session.execute_read(index_state) == ("ONLINE", DIM, "key")
+            hits = old.recall(namespace, vec(DIM, 1), 3)  # its index is gone: it looks again
+            assert [h.memory.id for h in hits] == ["n1", "n2", "n3"]
+            assert old._index_mode(DIM) == "search"
+        finally:
+            old.close()
+    finally:
+        neo.setup(DIM)
 
 
 class _OneVector:

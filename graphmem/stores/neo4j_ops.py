@@ -207,8 +207,9 @@ async def check_dimension(store: Neo4jBase, dimension: int) -> None:
 
 
 async def index_mode(store: Neo4jBase, dimension: int) -> IndexMode:
-    """How recall uses the vector index: "search" (in-index filtering, Neo4j 2026.01+ with
-    the filtered index), "procedure" (index, then filter), or "exact" (no usable index)."""
+    """How recall uses the vector index: "search" (in-index filtering on the filter key, Neo4j
+    2026.01+ with the filtered index), "search-fields" (the same on an index that carries the
+    three fields instead), "procedure" (index, then filter), or "exact" (no usable index)."""
     if store._index_ready is not None:
         return store._index_ready
     info = await store._read(recall.read_index_state, "index lookup")
@@ -221,8 +222,9 @@ async def index_mode(store: Neo4jBase, dimension: int) -> IndexMode:
         )
         return "exact"
     mode: IndexMode = "procedure"
-    if info[2] and await store._read(recall.read_supports_search, "server version"):
-        mode = "search"
+    carried = info[2]
+    if carried is not None and await store._read(recall.read_supports_search, "server version"):
+        mode = "search" if carried == "key" else "search-fields"
     store._index_ready = mode
     return mode
 
@@ -589,11 +591,22 @@ async def recall_memories(
         "vector": query,
     }
 
-    async def work(tx: Tx) -> list[Recall]:
+    async def work(tx: Tx, mode: IndexMode = mode) -> list[Recall]:
         rows = await recall.candidates(tx, params, k, dimension, mode=mode)
         return recall.rank(rows, query, k, min_sim)  # in the body: a torn row reads again
 
-    return await store._read(work, "recall")
+    try:
+        return await store._read(work, "recall")
+    except StoreError:
+        if mode not in ("search", "search-fields"):
+            raise
+        # `graphmem schema apply` may have replaced the index this store searched: look again,
+        # and run once more if recall should now reach it another way.
+        store._index_ready = None
+        again = await index_mode(store, dimension)
+        if again == mode:
+            raise
+        return await store._read(partial(work, mode=again), "recall")
 
 
 async def find_by_hash(

@@ -1,8 +1,10 @@
 """Vector recall on Neo4j: the shared vector index first, an exact scan when it cannot answer.
 
-On Neo4j 2026.01 and later, with the index created to carry namespace, kind and the obsolete
-flag (``graphmem schema apply`` does so there), recall filters inside the index (``SEARCH …
-WHERE``) and asks it for exactly k: no over-fetching. Older servers use the path below.
+On Neo4j 2026.01 and later, with the index created to carry the filter key (namespace, kind and
+obsolete flag in one property; ``graphmem schema apply`` does so there), recall filters inside
+the index (``SEARCH … WHERE m.filter_key IN …``, one predicate) and asks it for exactly k: no
+over-fetching. An index built before the key, which carries the three properties, is searched
+with three predicates until ``schema apply`` replaces it. Older servers use the path below.
 
 The vector index holds every namespace, so a namespace's memories can be crowded out of its
 top results by other namespaces (or by other kinds, or obsolete memories). Recall therefore asks
@@ -36,7 +38,7 @@ from graphmem.errors import InvalidInput
 from graphmem.models import MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
-from graphmem.stores.neo4j_rows import live, read_memory
+from graphmem.stores.neo4j_rows import filter_key, live, read_memory
 from graphmem.stores.neo4j_tx import TornRead, Tx, single, sync_work
 
 ALL_KINDS = [kind.value for kind in MemoryKind]
@@ -51,20 +53,28 @@ candidates did not fill is scanned exactly: the shared index would have to hand 
 namespace of 500 and 200 ms for one of 100, where the scan takes 12 ms and 5 ms)."""
 
 
-IndexMode = Literal["search", "procedure", "exact"]
-"""How recall reaches candidates: in-index filtered SEARCH (2026.01+), the vector-index procedure
-with post-filtering, or an exact scan of the namespace."""
+IndexMode = Literal["search", "search-fields", "procedure", "exact"]
+"""How recall reaches candidates: in-index filtered SEARCH on the filter key or, on an index built
+before it, on namespace, kind and obsolete flag (2026.01+); the vector-index procedure with
+post-filtering; or an exact scan of the namespace."""
+
+IndexFilter = Literal["key", "fields"]
+"""What the vector index carries for in-index filtering: the filter key, or the three fields."""
 
 
-async def read_index_state(tx: Tx) -> tuple[str, int | None, bool] | None:
-    """The vector index's state, dimension and whether it carries the filter properties, or None
-    if it does not exist."""
+async def read_index_state(tx: Tx) -> tuple[str, int | None, IndexFilter | None] | None:
+    """The vector index's state, dimension and the filter properties it carries (None: none),
+    or None if it does not exist."""
     record = single(await tx.run(cypher.VECTOR_INDEX_INFO, name=cypher.VECTOR_INDEX))
     if record is None:
         return None
     dims = ((record["options"] or {}).get("indexConfig") or {}).get("vector.dimensions")
     carried = set(record["properties"] or ())
-    filtered = carried.issuperset(cypher.FILTER_PROPERTIES)
+    filtered: IndexFilter | None = None
+    if cypher.FILTER_KEY in carried:
+        filtered = "key"
+    elif carried.issuperset(cypher.FILTER_FIELDS):
+        filtered = "fields"
     return str(record["state"]), None if dims is None else int(dims), filtered
 
 
@@ -106,18 +116,9 @@ async def candidates(
 
     ``params`` holds namespace, kinds, include_obsolete and the query vector.
     """
-    if mode == "search":
-        kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
-        obsolete = [False, True] if params["include_obsolete"] else [False]
-        result = await tx.run(
-            cypher.RECALL_SEARCH,
-            vector=params["vector"],
-            namespace=params["namespace"],
-            kind_list=kinds,
-            obsolete=obsolete,
-            candidates=k,
-        )
-        found = [_row(r) for r in result]
+    if mode in ("search", "search-fields"):
+        query, args = _search(params, k, mode)
+        found = [_row(r) for r in await tx.run(query, **args)]
         if len(found) >= k:
             return found
         # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
@@ -161,6 +162,19 @@ async def candidates(
             count = min(count, MAX_INDEX_CANDIDATES)
     result = await tx.run(cypher.RECALL_EXACT, dimension=dimension, limit=shipped(k), **params)
     return [_row(r) for r in result]
+
+
+def _search(params: dict[str, Any], k: int, mode: IndexMode) -> tuple[str, dict[str, Any]]:
+    """The in-index filtered search for k candidates and its parameters: one predicate on the
+    filter keys of every kind and flag asked for, or three on an index built before the key."""
+    kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
+    obsolete = [False, True] if params["include_obsolete"] else [False]
+    base = {"vector": params["vector"], "candidates": k}
+    if mode == "search-fields":
+        fields = {"namespace": params["namespace"], "kind_list": kinds, "obsolete": obsolete}
+        return cypher.RECALL_SEARCH_FIELDS, base | fields
+    keys = [filter_key(params["namespace"], kind, o) for kind in kinds for o in obsolete]
+    return cypher.RECALL_SEARCH, base | {"keys": keys}
 
 
 def _row(record: neo4j.Record) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from graphmem.models import (
     check_vector,
     memory_from_dict,
 )
-from graphmem.stores.cypher import Q_LABEL
+from graphmem.stores.cypher import FILTER_KEY, Q_LABEL
 from graphmem.stores.neo4j_tx import TornRead
 
 RESERVED_EDGE_PROPS = frozenset({"created_at"})
@@ -113,6 +113,13 @@ def edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
     return out
 
 
+def filter_key(namespace: str, kind: str, obsolete: bool) -> str:
+    """A memory's :data:`~graphmem.stores.cypher.FILTER_KEY`, as
+    :data:`~graphmem.stores.cypher.SET_FILTER_KEY` writes it: namespace, kind and
+    ``live``/``obsolete`` joined by ``|``, which no namespace or kind contains."""
+    return f"{namespace}|{kind}|{'obsolete' if obsolete else 'live'}"
+
+
 def live(props: Any) -> bool:
     """Whether a node's ``properties(m)`` from a read describe a memory.
 
@@ -126,6 +133,7 @@ def live(props: Any) -> bool:
 def to_memory(props: Any) -> AnyMemory:
     data = dict(props)
     data.pop(Q_LABEL, None)  # display only, derived from q
+    data.pop(FILTER_KEY, None)  # for the vector index, derived from namespace, kind, obsolete
     return memory_from_dict(data)
 
 

@@ -28,7 +28,7 @@ from neo4j.exceptions import DriverError, Neo4jError
 from graphmem.coroutines import drive
 from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
 from graphmem.stores import cypher
-from graphmem.stores.neo4j_recall import supports_search
+from graphmem.stores.neo4j_recall import index_state, supports_search
 from graphmem.stores.neo4j_tx import Session, SyncSession, Tx, single, sync_work
 
 log = logging.getLogger(__name__)
@@ -85,10 +85,14 @@ def setup(
     """Create constraints, the vector index (``dimension``, cosine) and the version record,
     then wait up to ``wait`` seconds for the indexes to come online.
 
-    Idempotent. Raises DimensionMismatch if the database already holds another dimension
-    (in its meta record or its vector index), before changing anything. On a large graph an
-    index can take longer to build than ``wait``: then StoreError says which one and how far
-    it got; everything is applied and the index comes online by itself.
+    Every memory gets its filter key (:data:`~graphmem.stores.cypher.FILTER_KEY`, written
+    before it existed or out of step), and on Neo4j 2026.01+ a vector index that does not
+    carry it (built before it) is dropped and built again with it, which takes a while on a
+    large graph (recall scans exactly meanwhile). Idempotent. Raises DimensionMismatch if the
+    database already holds another dimension (in its meta record or its vector index), before
+    changing anything. On a large graph an index can take longer to build than ``wait``: then
+    StoreError says which one and how far it got; everything is applied and the index comes
+    online by itself.
     """
     check_dimension(dimension)
     if not wait > 0:
@@ -104,14 +108,11 @@ def setup(
             indexed = session.execute_read(sync_work(_index_dimension))
             if indexed is not None and indexed != dimension:
                 raise DimensionMismatch(indexed, dimension, where="vector index")
+            # Before the index that carries the key: no index entry is rewritten for it.
+            _backfill_filter_key(session)
             count = 0
             if session.execute_read(supports_search):
-                # In-index filtering: this index first, so the plain one in the files is a no-op.
-                filtered = partial(
-                    _run, statement=cypher.VECTOR_INDEX_FILTERED, params={"dimension": dimension}
-                )
-                session.execute_write(sync_work(filtered))
-                count += 1
+                count += _filtered_index(session, dimension)
             for path in schema_files():
                 for statement in statements(path.read_text(encoding="utf-8")):
                     used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
@@ -127,6 +128,32 @@ def setup(
         raise StoreError(f"applying the Neo4j schema failed: {_reason(e)}") from e
     log.info("schema v%d applied: %d statements, dimension %d", SCHEMA_VERSION, count, dimension)
     return AppliedSchema(SCHEMA_VERSION, dimension, count)
+
+
+def _filtered_index(session: neo4j.Session, dimension: int) -> int:
+    """Create the vector index that carries the filter key (in-index filtering, 2026.01+),
+    first dropping one that does not (built before the key, or without filter properties);
+    how many statements ran. The plain index in the files is then a no-op."""
+    count = 0
+    state = session.execute_read(index_state)
+    if state is not None and state[2] != "key":
+        # Recall scans exactly until the new index is online (schema apply waits for it).
+        log.warning("re-creating vector index %r to carry the filter key", cypher.VECTOR_INDEX)
+        session.execute_write(
+            sync_work(partial(_run, statement=cypher.DROP_VECTOR_INDEX, params={}))
+        )
+        count += 1
+    filtered = partial(
+        _run, statement=cypher.VECTOR_INDEX_FILTERED, params={"dimension": dimension}
+    )
+    session.execute_write(sync_work(filtered))
+    return count + 1
+
+
+def _backfill_filter_key(session: neo4j.Session) -> None:
+    """Give every memory written before the filter key existed its key (and mend any out of
+    step with its namespace, kind and flag): one scan, committed every BACKFILL_BATCH nodes."""
+    session.run(cypher.BACKFILL_FILTER_KEY, batch=BACKFILL_BATCH).consume()
 
 
 def _await_indexes(session: neo4j.Session, wait: float) -> None:
