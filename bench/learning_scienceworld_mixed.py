@@ -240,10 +240,28 @@ class GraphmemMemory(NoMemory):
         )
         return self._keep(out.built, source, traj)
 
+    def _from_store(self, proc: Any) -> Item | None:
+        """A hit built by ``update`` itself (a corrected procedure, written after a failure
+        from a reference's steps): its hint read from its step chain, as the per-type bench
+        reads every procedure; None when it is no complete solution (a cut prefix)."""
+        from graphmem.models import Procedure
+        from graphmem.ops.build import procedure_chain
+
+        if not isinstance(proc, Procedure) or not proc.success:
+            return None
+        steps, _ = procedure_chain(self.mem.store, NAMESPACE, proc.id)
+        if not steps:
+            return None
+        pairs = [(s.action, s.observation) for s in steps]
+        item = Item(proc.id, "correction", trajectory_hint(proc.task_text, pairs))
+        self.items[proc.id] = item
+        return item
+
     def start(self, task: str) -> list[Item]:
         found = self.mem.retrieve(NAMESPACE, task, self.config, open_episode=True)
         self.episode_id = found.episode_id
-        return [self.items[h.memory.id] for h in found.hits if h.memory.id in self.items]
+        items = [self.items.get(h.memory.id) or self._from_store(h.memory) for h in found.hits]
+        return [it for it in items if it is not None]
 
     def finish(self, used: Sequence[str], score: float, success: bool) -> None:
         if self.episode_id is not None:
@@ -252,7 +270,14 @@ class GraphmemMemory(NoMemory):
             )
 
     def size(self) -> int:
-        return len(self.items)
+        """Retrievable procedures (a build's raw-steps procedure is not embedded)."""
+        from graphmem.models import MemoryKind
+
+        return sum(
+            1
+            for m in self.mem.store.iter_nodes(NAMESPACE)
+            if m.kind == MemoryKind.PROCEDURE and m.embedding is not None and not m.obsolete
+        )
 
     def uses(self) -> list[int]:
         from graphmem.models import MemoryKind
@@ -528,6 +553,7 @@ def summary_rows(runs: dict[str, Run], tasks: Sequence[str]) -> list[dict[str, A
                 "mean_handed": statistics.fmean(e["handed"] for e in eps),
                 "replayed_gold": sum(e["replayed_source"] == "gold" for e in eps),
                 "replayed_own": sum(e["replayed_source"] == "own" for e in eps),
+                "replayed_correction": sum(e["replayed_source"] == "correction" for e in eps),
                 "own_runs_built": sum(e["own_run_built"] for e in eps),
             }
             if task == "all":
@@ -628,7 +654,7 @@ def markdown(data: dict[str, Any]) -> str:
         "mean score",
         "mean steps",
         "max / mean handed",
-        "replayed gold / own",
+        "replayed gold / own / correction",
         "memory items (end)",
         "s/episode",
     ]
@@ -643,7 +669,7 @@ def markdown(data: dict[str, Any]) -> str:
                     f"{r['mean_score']:.3f}",
                     f"{r['mean_steps']:.1f}",
                     f"{r['max_handed']} / {r['mean_handed']:.1f}",
-                    f"{r['replayed_gold']} / {r['replayed_own']}",
+                    f"{r['replayed_gold']} / {r['replayed_own']} / {r['replayed_correction']}",
                     str(r["memory_items"]),
                     f"{r['seconds_per_episode']:.1f}",
                 ]
