@@ -440,3 +440,37 @@ def test_a_large_exact_scan_ranks_as_numpy() -> None:
         got = hits(store, q, 10)
         assert [i for i, _ in got] == [f"m{i}" for i in want]
         assert [s for _, s in got] == pytest.approx(sims[want].tolist(), abs=1e-5)
+
+
+EXIT_SCRIPT = """
+import numpy as np
+from graphmem.models import Note
+from graphmem.stores.embedded import EmbeddedStore
+
+rng = np.random.default_rng(0)
+store = EmbeddedStore(None, ann_threshold=100)
+vectors = rng.standard_normal((6000, 64)).astype("float32")
+for lo in range(0, 6000, 1000):
+    store.upsert([
+        Note(id=f"n{i}", namespace="ns", content=f"note {i}", embedding=vectors[i].tolist())
+        for i in range(lo, lo + 1000)
+    ])
+print("done", flush=True)
+"""
+
+
+def test_a_script_that_exits_while_the_index_is_built_exits_cleanly(tmp_path: Path) -> None:
+    # The builder thread is a daemon; killed inside usearch's native code at interpreter exit it
+    # aborted the process (exit status 134, "terminate called without an active exception").
+    # Now an exit waits for the step under way. The script never closes its store.
+    import subprocess
+
+    script = tmp_path / "exit_mid_build.py"
+    script.write_text(EXIT_SCRIPT)
+    for _ in range(3):
+        done = subprocess.run(
+            [sys.executable, str(script)], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.stdout.strip() == "done"
+        assert "terminate called" not in done.stderr

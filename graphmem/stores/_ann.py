@@ -23,6 +23,7 @@ a byte of it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import hashlib
@@ -203,8 +204,11 @@ class Builder:
         self._queue: queue.SimpleQueue[BuildJob] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._start_lock = threading.Lock()
+        self._stopping = False
 
     def submit(self, job: BuildJob) -> None:
+        if self._stopping:
+            return  # the interpreter is exiting: the index is derived data, rebuilt on open
         self._queue.put(job)
         with self._start_lock:
             if self._thread is None or not self._thread.is_alive():
@@ -216,6 +220,8 @@ class Builder:
     def _run(self) -> None:
         while True:
             job = self._queue.get()
+            if self._stopping:
+                return
             try:
                 more = job.build_step()
             except Exception as e:  # the index is derived data: searches go on exactly
@@ -225,13 +231,38 @@ class Builder:
             if more:
                 self._queue.put(job)
 
+    def stop(self, timeout: float = 60.0) -> None:
+        """At interpreter exit: finish the step under way and start no other. A daemon thread
+        still inside the index library's native code when the interpreter finalises aborts
+        the whole process ("terminate called without an active exception", exit status 134),
+        so a script that ends without closing its store while an index is being built would
+        crash on its way out."""
+        self._stopping = True
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            self._queue.put(_STOP)  # wakes the thread if it waits for work
+            thread.join(timeout)
+
     def _after_fork(self) -> None:
         # A forked child has the parent's queue but not its thread.
         self._queue = queue.SimpleQueue()
         self._thread = None
         self._start_lock = threading.Lock()
+        self._stopping = False
 
 
+class _Stop:
+    """Wakes the builder thread so that it sees it is stopping."""
+
+    def build_step(self) -> bool:
+        return False
+
+    def build_failed(self, error: BaseException) -> None:
+        return None
+
+
+_STOP = _Stop()
 BUILDER = Builder()
+atexit.register(BUILDER.stop)
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=BUILDER._after_fork)
