@@ -474,3 +474,33 @@ def test_a_script_that_exits_while_the_index_is_built_exits_cleanly(tmp_path: Pa
         assert done.returncode == 0, done.stderr[-2000:]
         assert done.stdout.strip() == "done"
         assert "terminate called" not in done.stderr
+
+
+def test_growth_copies_into_a_matrix_prepared_in_the_background(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # From SPARE_FROM rows the doubled matrix is allocated (its pages touched) by a background
+    # thread once 3/4 of the rows are used; growing copies into it instead of concatenating
+    # under the write lock. Every vector must survive either path.
+    import time
+
+    from graphmem.stores import _vectors
+
+    monkeypatch.setattr(_vectors, "SPARE_FROM", 64)
+    index = _vectors.VectorIndex(8, capacity=64)
+    rng = np.random.default_rng(1)
+    rows = rng.standard_normal((300, 8)).astype(np.float32)
+    spares = []
+    for i, row in enumerate(rows):
+        index.put(f"m{i}", row, "Note", False)
+        if index._spare is None and index._spare_asked > len(index._ids):
+            deadline = time.monotonic() + 10
+            while index._spare is None and time.monotonic() < deadline:
+                time.sleep(0.001)  # let the background allocation land before the growth
+            spares.append(index._spare)
+    assert len(index._ids) == 512 and len(spares) == 3  # asked at 48/64, 96/128, 192/256
+    assert any(index._matrix is s for s in spares)
+    for i, row in enumerate(rows):
+        got = index.get(f"m{i}")
+        assert got is not None and np.array_equal(got, row)
+    assert not index._matrix[300:].any()

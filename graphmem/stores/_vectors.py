@@ -57,6 +57,11 @@ ANN_BULK_CHUNK = 2048
 build): searches scan exactly then anyway, so a longer step delays none of them."""
 ANN_CLOSE_FINISH = 4096
 """Pending keys a close still puts into the graph so it can be saved in step."""
+SPARE_FROM = 8192
+"""Capacity (rows) from which the next, doubled matrix is allocated and its pages touched by a
+background thread once three quarters of the rows are in use: growing then copies the rows
+into memory that is already mapped (65k rows of 384 floats: 6 ms instead of 330-600 ms spent
+mostly in page faults, all of it under the store's write lock)."""
 
 
 def as_float32(values: Sequence[float]) -> Vector:
@@ -88,6 +93,8 @@ class VectorIndex:
         self._row: dict[str, int] = {}
         self._free: list[int] = []
         self._used = 0  # rows [0, _used) have been handed out at least once
+        self._spare: Vector | None = None  # the next matrix, pages touched (see SPARE_FROM)
+        self._spare_asked = 0  # the capacity a spare was last asked for
         # The approximate index, while this namespace has one (see the module docstring).
         self._ann: _ann.AnnGraph | None = None
         self._ann_lock = threading.Lock()  # a builder step, a search through the graph
@@ -425,14 +432,36 @@ class VectorIndex:
         if self._used == len(self._ids):
             self._grow()
         self._used += 1
+        capacity = len(self._ids)
+        if capacity >= SPARE_FROM and self._used * 4 >= capacity * 3:
+            self._ask_spare(2 * capacity)
         return self._used - 1
+
+    def _ask_spare(self, capacity: int) -> None:
+        """Have the next matrix allocated and its pages touched off the write path."""
+        if self._spare_asked >= capacity:
+            return
+        self._spare_asked = capacity
+        threading.Thread(
+            target=self._make_spare, args=(capacity,), name="graphmem-vectors-spare", daemon=True
+        ).start()
+
+    def _make_spare(self, capacity: int) -> None:
+        spare = np.empty((capacity, self.dimension), dtype=np.float32)
+        spare.fill(0.0)  # touches every page (numpy releases the GIL while it fills)
+        self._spare = spare
 
     def _grow(self) -> None:
         capacity = max(16, 2 * len(self._ids))
         extra = capacity - len(self._ids)
-        self._matrix = np.concatenate(
-            [self._matrix, np.zeros((extra, self.dimension), dtype=np.float32)]
-        )
+        spare, self._spare = self._spare, None
+        if spare is not None and len(spare) == capacity:
+            spare[: len(self._ids)] = self._matrix
+            self._matrix = spare
+        else:
+            self._matrix = np.concatenate(
+                [self._matrix, np.zeros((extra, self.dimension), dtype=np.float32)]
+            )
         self._inv_norm = np.concatenate([self._inv_norm, np.zeros(extra, dtype=np.float32)])
         self._live = np.concatenate([self._live, np.zeros(extra, dtype=bool)])
         self._kind = np.concatenate([self._kind, np.zeros(extra, dtype=np.int8)])
