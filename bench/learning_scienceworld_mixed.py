@@ -271,20 +271,17 @@ class GraphmemMemory(NoMemory):
 
     def size(self) -> int:
         """Retrievable procedures (a build's raw-steps procedure is not embedded)."""
-        from graphmem.models import MemoryKind
+        from graphmem.models import Procedure
 
-        return sum(
-            1
-            for m in self.mem.store.iter_nodes(NAMESPACE)
-            if m.kind == MemoryKind.PROCEDURE and m.embedding is not None and not m.obsolete
+        nodes = self.mem.store.iter_nodes(NAMESPACE)
+        return len(
+            [m for m in nodes if isinstance(m, Procedure) and m.embedding and not m.obsolete]
         )
 
     def uses(self) -> list[int]:
-        from graphmem.models import MemoryKind
+        from graphmem.models import Procedure
 
-        return [
-            m.uses for m in self.mem.store.iter_nodes(NAMESPACE) if m.kind == MemoryKind.PROCEDURE
-        ]
+        return [m.uses for m in self.mem.store.iter_nodes(NAMESPACE) if isinstance(m, Procedure)]
 
 
 def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
