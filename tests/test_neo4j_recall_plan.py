@@ -63,3 +63,36 @@ def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() 
     ]
     # Still short after that: the count grows fourfold, as before.
     assert _plan(ScriptedTx(size=5_000, found=[4, 8, 30]), k=10)[-1] == ("index", 800)
+
+
+def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> None:
+    from graphmem.stores.neo4j_recall import _search
+
+    params = dict(PARAMS, kinds=["Note", "Task"], include_obsolete=True)
+    query, args = _search(params, 5, "search")
+    assert query == cypher.RECALL_SEARCH and "m.filter_key IN $keys" in query
+    assert args["keys"] == ["ns|Note|live", "ns|Note|obsolete", "ns|Task|live", "ns|Task|obsolete"]
+    assert args["candidates"] == 5
+    query, args = _search(dict(PARAMS), 5, "search-fields")  # an index from before the key
+    assert query == cypher.RECALL_SEARCH_FIELDS and args["obsolete"] == [False]
+
+
+def test_rank_checks_the_embeddings_it_reads_and_keeps_them_exact() -> None:
+    import math
+
+    import pytest
+
+    from graphmem.stores.neo4j_recall import rank
+    from graphmem.stores.neo4j_tx import TornRead
+
+    def row(memory_id: str, embedding: Any) -> dict[str, Any]:
+        props = {"kind": "Note", "namespace": "ns", "id": memory_id, "content": memory_id}
+        return {"props": props | {"embedding": embedding}, "superseded": False}
+
+    hits = rank([row("a", [0.1, 0.3]), row("b", [1.0, 0.0])], [1.0, 0.0], 2, None)
+    assert [h.memory.id for h in hits] == ["b", "a"]
+    assert hits[1].memory.embedding == [0.1, 0.3]
+    assert hits[1].sim == pytest.approx(0.1 / math.hypot(0.1, 0.3), abs=1e-12)
+    for bad in ([0.0, 0.0], [math.nan, 1.0], [math.inf, 1.0], [1.0], ["x", 1.0]):
+        with pytest.raises(TornRead):
+            rank([row("a", [1.0, 0.0]), row("b", bad)], [1.0, 0.0], 2, None)

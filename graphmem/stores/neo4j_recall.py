@@ -35,7 +35,7 @@ import neo4j
 import numpy as np
 
 from graphmem.errors import InvalidInput
-from graphmem.models import MemoryKind
+from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, AnyMemory, MemoryKind
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
 from graphmem.stores.neo4j_rows import filter_key, live, read_memory
@@ -206,9 +206,9 @@ def rank(
     unique = list({(r["props"]["namespace"], r["props"]["id"]): r for r in rows}.values())
     # Rank the raw rows and build models only for the ones kept: validating every candidate's
     # embedding cost more than the query itself.
-    matrix = np.array([r["props"]["embedding"] for r in unique], dtype=np.float64)
+    matrix, norms = _embeddings(unique)
     q = np.asarray(query, dtype=np.float64)
-    sims = matrix @ q / (np.linalg.norm(matrix, axis=1) * np.linalg.norm(q))
+    sims = matrix @ q / (norms * np.linalg.norm(q))
     order = sorted(range(len(unique)), key=lambda i: (-sims[i], unique[i]["props"]["id"]))
     out = []
     for i in order:
@@ -216,12 +216,38 @@ def rank(
         if min_sim is not None and sim < min_sim:
             break
         row = unique[i]
-        # to_memory validated the memory; validating the Recall around it would do so again.
-        memory = read_memory(row["props"])
-        assert memory is not None  # live, checked above
         out.append(
-            Recall.model_construct(memory=memory, sim=sim, superseded=bool(row["superseded"]))
+            # to_memory validated the memory; validating the Recall around it would do so again.
+            Recall.model_construct(
+                memory=_memory(row["props"], matrix[i].tolist()),
+                sim=sim,
+                superseded=bool(row["superseded"]),
+            )
         )
         if len(out) == k:
             break
     return out
+
+
+def _embeddings(rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' embeddings as a matrix and their norms, checked as a memory's embedding is
+    (finite, not zero, norm in bounds) for all rows at once; TornRead for any that is not."""
+    try:
+        matrix = np.array([r["props"]["embedding"] for r in rows], dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TornRead(InvalidInput("memories were read with malformed embeddings")) from e
+    norms = np.linalg.norm(matrix, axis=1)
+    bad = ~((norms >= MIN_VECTOR_NORM) & (norms <= MAX_VECTOR_NORM))  # NaN and inf included
+    if matrix.ndim != 2 or bad.any():
+        raise TornRead(InvalidInput("memories were read with embeddings that are not vectors"))
+    return matrix, norms
+
+
+def _memory(props: dict[str, Any], embedding: list[float]) -> AnyMemory:
+    """The memory of a live row with its ``embedding`` as :func:`_embeddings` checked it: the
+    rest validated, the embedding attached (pydantic's check of 384 floats was half of each
+    model's cost)."""
+    rest = {key: value for key, value in props.items() if key != "embedding"}
+    memory = read_memory(rest)
+    assert memory is not None  # live, checked by rank
+    return memory.model_copy(update={"embedding": embedding})
