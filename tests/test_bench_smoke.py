@@ -57,6 +57,22 @@ def test_speed_smoke_writes_tables_and_plots(tmp_path: Path) -> None:
     assert "## Targets" in markdown and "load average at start" in markdown
 
 
+def test_speed_times_minilm_included_on_the_store_the_lookup_embedder_wrote(
+    tmp_path: Path,
+) -> None:
+    # The namespace records the lookup embedder of the latency phase; the MiniLM-included phase
+    # retrieves from it through an embedder of the same identity (it failed with
+    # EmbedderMismatch when it used MiniLM's own).
+    args = ["--sizes", "60", "--queries", "3", "--included-queries", "2", "--warmup", "1"]
+    args += ["--e2e-n", "0", "--settle-s", "0", "--out", str(tmp_path), "--quiet"]
+    parser = argparse.ArgumentParser()
+    speed.add_arguments(parser)
+    options = [*args, "--no-neo4j", "--no-langgraph", "--no-plots", "--no-blas-sweep"]
+    result = speed.execute(parser.parse_args(options))
+    included = {row["case"] for row in result["included"]}
+    assert "graphmem embedded: two-phase λ=0.5" in included
+
+
 def test_speed_measures_what_the_stores_return(tmp_path: Path) -> None:
     # The brute-force baseline and the embedded store agree on the nearest memories.
     data = speed.make_dataset(200, 3, seed=1)
