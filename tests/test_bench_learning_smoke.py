@@ -11,25 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import game_envs
 import pytest
 
 from graphmem.cli import bench as cli_bench
-from graphmem.examples.envs.jvm import has_java17
 
 learning = cli_bench.load("bench.learning")
 lookalike = cli_bench.load("bench.learning_lookalike")
 scienceworld = cli_bench.load("bench.learning_scienceworld")
 
-try:
-    import scienceworld as _sw  # noqa: F401
-    import textworld_express  # noqa: F401
-
-    HAVE_ENVS = True
-except ImportError:
-    HAVE_ENVS = False
-
-requires_java = pytest.mark.skipif(
-    not (HAVE_ENVS and has_java17()), reason="needs Java 17 and the envs extra"
+requires_java = game_envs.requires_java(
+    "scienceworld", "textworld_express", reason="needs Java 17 and the envs extra"
 )
 
 

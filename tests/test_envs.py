@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import game_envs
 import pytest
 
 from graphmem.examples.envs.agents import inventory_items, make_explorer
@@ -18,22 +19,14 @@ from graphmem.examples.envs.hints import (
     hints_from_procedures,
     parse_hints,
 )
-from graphmem.examples.envs.jvm import InvalidEnvInput, has_java17
+from graphmem.examples.envs.jvm import InvalidEnvInput
 from graphmem.examples.envs.runner import run_episode
 from graphmem.examples.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
 from graphmem.examples.envs.textworld import TextWorldEnv
 from graphmem.models import Trajectory
 
-try:
-    import scienceworld  # noqa: F401
-    import textworld_express  # noqa: F401
-
-    HAVE_PACKAGES = True
-except ImportError:
-    HAVE_PACKAGES = False
-
-requires_java = pytest.mark.skipif(
-    not (HAVE_PACKAGES and has_java17()), reason="needs Java 17 and the envs extra"
+requires_java = game_envs.requires_java(
+    "scienceworld", "textworld_express", reason="needs Java 17 and the envs extra"
 )
 
 

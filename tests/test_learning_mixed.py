@@ -12,26 +12,19 @@ import json
 from pathlib import Path
 from typing import Any
 
+import game_envs
 import pytest
 
 from graphmem.cli import bench as cli_bench
 from graphmem.examples.envs.agents import COMMON_SENSE_DEVICES, CookingExplorer
-from graphmem.examples.envs.jvm import has_java17
 
 learning = cli_bench.load("bench.learning")
 mixed = cli_bench.load("bench.learning_mixed")
 paired = cli_bench.load("bench.paired")
 protocol = cli_bench.load("bench.protocol")
 
-try:
-    import textworld_express  # noqa: F401
-
-    HAVE_TWX = True
-except ImportError:
-    HAVE_TWX = False
-
-requires_java = pytest.mark.skipif(
-    not (HAVE_TWX and has_java17()), reason="needs Java 17 and textworld-express"
+requires_java = game_envs.requires_java(
+    "textworld_express", reason="needs Java 17 and textworld-express"
 )
 
 

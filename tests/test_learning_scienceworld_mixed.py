@@ -11,24 +11,15 @@ import argparse
 import json
 from pathlib import Path
 
+import game_envs
 import pytest
 
 from graphmem.cli import bench as cli_bench
-from graphmem.examples.envs.jvm import has_java17
 
 sw = cli_bench.load("bench.learning_scienceworld")
 mixed = cli_bench.load("bench.learning_scienceworld_mixed")
 
-try:
-    import scienceworld  # noqa: F401
-
-    HAVE_SW = True
-except ImportError:
-    HAVE_SW = False
-
-requires_java = pytest.mark.skipif(
-    not (HAVE_SW and has_java17()), reason="needs Java 17 and the envs extra"
-)
+requires_java = game_envs.requires_java("scienceworld", reason="needs Java 17 and the envs extra")
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -7,9 +7,9 @@ the real simulator (a few seconds each).
 
 from __future__ import annotations
 
+import game_envs
 import pytest
 
-from graphmem.examples.envs.jvm import has_java17
 from graphmem.examples.envs.runner import run_episode
 from graphmem.examples.envs.scienceworld import (
     ReplayAdapter,
@@ -28,16 +28,7 @@ from graphmem.examples.envs.scienceworld import (
     visible_objects,
 )
 
-try:
-    import scienceworld  # noqa: F401
-
-    HAVE_SW = True
-except ImportError:
-    HAVE_SW = False
-
-requires_java = pytest.mark.skipif(
-    not (HAVE_SW and has_java17()), reason="needs Java 17 and the envs extra"
-)
+requires_java = game_envs.requires_java("scienceworld", reason="needs Java 17 and the envs extra")
 
 BOIL = (
     "Your task is to boil tin. For compounds without a boiling point, combusting the substance "

@@ -8,19 +8,16 @@ import math
 from pathlib import Path
 from typing import Any
 
+import game_envs
 import pytest
 
 from graphmem.cli import bench as cli_bench
-from graphmem.examples.envs.jvm import has_java17
 
 census = cli_bench.load("bench.utility_census")
 
-try:
-    import textworld_express  # noqa: F401
-
-    HAVE_TWX = True
-except ImportError:
-    HAVE_TWX = False
+requires_java = game_envs.requires_java(
+    "textworld_express", reason="needs Java 17 and textworld-express"
+)
 
 
 def _probe(none: bool, *candidates: tuple[int, float, bool]) -> dict[str, Any]:
@@ -60,7 +57,7 @@ def test_reliability_is_high_when_memories_differ_consistently_and_nil_when_not(
     assert flat["memory_effect_variance"] == 0.0 and math.isnan(flat["split_half_r"])
 
 
-@pytest.mark.skipif(not (HAVE_TWX and has_java17()), reason="needs Java 17 and textworld-express")
+@requires_java
 def test_a_small_census_runs_on_the_real_games(tmp_path: Path) -> None:
     code = census.main(
         [
