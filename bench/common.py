@@ -353,6 +353,33 @@ def matplotlib_figure(path: Path, *, width: float = 10.0, height: float = 4.5) -
         plt.close(fig)
 
 
+class FlatCosine:
+    """The ``flat-topk`` baseline's memory: texts' vectors in a flat list, searched by cosine,
+    no Q, no graph (what a LangGraph store search or LangMem gives)."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.vectors: list[Any] = []
+
+    def _unit(self, text: str) -> Any:
+        import numpy as np
+
+        v = np.asarray(self.embedder.embed([text])[0], dtype=np.float64)
+        return v / (np.linalg.norm(v) or 1.0)
+
+    def add(self, text: str) -> None:
+        self.vectors.append(self._unit(text))
+
+    def top(self, text: str, k: int) -> list[int]:
+        """Indices of the k texts nearest ``text``, best first; ties: the one added first."""
+        import numpy as np
+
+        if not self.vectors:
+            return []
+        sims = np.stack(self.vectors) @ self._unit(text)
+        return [int(i) for i in np.argsort(-sims, kind="stable")[:k]]
+
+
 def make_embedder(name: str) -> Any:
     if name == "hashing":
         from graphmem.embedding import HashingEmbedder

@@ -55,10 +55,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
-
 from bench.common import (
     RESULTS_DIR,
+    FlatCosine,
     machine_info,
     machine_markdown,
     markdown_table,
@@ -179,24 +178,19 @@ class FlatProcedures:
     """The baselines' memory: a flat list of (key, steps), no Q, no graph, no episodes."""
 
     def __init__(self, embedder: Any) -> None:
-        self.embedder = embedder
+        self.flat = FlatCosine(embedder)
         self.keys: list[str] = []
         self.steps: list[list[str]] = []
-        self.vectors: list[np.ndarray] = []
 
     def add(self, key: str, steps: Sequence[str]) -> None:
-        vector = np.asarray(self.embedder.embed([key])[0], dtype=np.float64)
+        self.flat.add(key)
         self.keys.append(key)
         self.steps.append(list(steps))
-        self.vectors.append(vector / (np.linalg.norm(vector) or 1.0))
 
     def nearest(self, text: str) -> list[str]:
         """flat-topk with K = 1: the steps of the procedure whose key is nearest by cosine."""
-        if not self.keys:
-            return []
-        query = np.asarray(self.embedder.embed([text])[0], dtype=np.float64)
-        sims = np.stack(self.vectors) @ (query / (np.linalg.norm(query) or 1.0))
-        return self.steps[int(np.argmax(sims))]
+        best = self.flat.top(text, 1)
+        return self.steps[best[0]] if best else []
 
     def most_given(self, verb: str, obj: str) -> list[str]:
         """plain: handed every procedure, the agent reads those whose key names the chore and
@@ -210,7 +204,7 @@ class FlatProcedures:
                 counts[tuple(steps)] = (n + 1, i)
         if not counts:
             return []
-        return list(max(counts, key=lambda seq: counts[seq]))
+        return list(max(counts, key=counts.__getitem__))
 
 
 def run_stream(

@@ -52,6 +52,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from bench.common import (
+    FlatCosine,
     embedder_label,
     machine_info,
     machine_markdown,
@@ -178,28 +179,16 @@ class FlatTopK(PlainMemory):
 
     def __init__(self, embedder: Any, k: int) -> None:
         super().__init__()
-        self.embedder, self.k = embedder, k
-        self.vectors: list[Any] = []
+        self.flat, self.k = FlatCosine(embedder), k
 
     def learn(self, traj: Any, source: str) -> bool:
-        import numpy as np
-
         if not super().learn(traj, source):
             return False
-        v = np.asarray(self.embedder.embed([traj.task])[0], dtype=np.float64)
-        self.vectors.append(v / (np.linalg.norm(v) or 1.0))
+        self.flat.add(traj.task)
         return True
 
     def start(self, task: str) -> list[Item]:
-        import numpy as np
-
-        if not self.items:
-            return []
-        q = np.asarray(self.embedder.embed([task])[0], dtype=np.float64)
-        q = q / (np.linalg.norm(q) or 1.0)
-        sims = np.stack(self.vectors) @ q
-        order = np.argsort(-sims, kind="stable")[: self.k]  # ties: the older first
-        return [self.items[i] for i in order]
+        return [self.items[i] for i in self.flat.top(task, self.k)]  # ties: the older first
 
 
 class GraphmemMemory(NoMemory):
