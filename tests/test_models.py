@@ -256,3 +256,18 @@ def test_langchain_embeddings_plug_in_as_an_embedder() -> None:
         LangChainEmbedder(Broken(), dimension=8).embed(["x"])
     with pytest.raises(ConfigError, match="not a LangChain Embeddings"):
         LangChainEmbedder(object())
+
+
+def test_construct_builds_the_model_validation_would_build() -> None:
+    from graphmem.models import Hit, construct
+    from graphmem.ops.retrieve import Retrieval
+
+    note = Note(namespace="ns", content="c", embedding=[1.0, 0.0])
+    values = {"memory": note, "rank": 0, "sim": 0.5, "q": 0.5, "z_sim": 1.0, "z_q": -1.0}
+    built = construct(Hit, {**values, "score": 0.0})
+    checked = Hit(**values, score=0.0)
+    assert built == checked
+    assert built.model_dump() == checked.model_dump()
+    assert built.model_fields_set == checked.model_fields_set
+    with pytest.raises(TypeError, match="private attributes"):
+        construct(Retrieval, {})

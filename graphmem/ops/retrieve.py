@@ -48,6 +48,7 @@ from graphmem.models import (
     check_id,
     check_namespace,
     check_unicode,
+    construct,
 )
 from graphmem.ops.episodes import get_open_episode, record_retrieval
 from graphmem.stores.base import MemoryStore
@@ -263,8 +264,20 @@ def rank_candidates(
         key = (-round(score, SCORE_DECIMALS), -tie_sim, -q, i)
         scored.append((key, memory, sim, zs, zq, score))
     scored.sort(key=lambda row: row[0])
+    # Built without validation: the memories are the store's (validated), the rest our floats.
     return [
-        Hit(memory=memory, rank=rank, sim=sim, q=memory.q, z_sim=zs, z_q=zq, score=score)
+        construct(
+            Hit,
+            {
+                "memory": memory,
+                "rank": rank,
+                "sim": float(sim),
+                "q": memory.q,
+                "z_sim": zs,
+                "z_q": zq,
+                "score": score,
+            },
+        )
         for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
     ]
 
@@ -341,7 +354,10 @@ def retrieve(
         " (explored)" if explored else "",
     )
 
-    result = Retrieval(namespace=namespace, query=query, config=cfg, hits=hits, explored=explored)
+    # Built without validation: namespace, query and config were checked above.
+    result = Retrieval.model_construct(
+        namespace=namespace, query=query, config=cfg, hits=hits, explored=explored
+    )
     result._store = mem.store
     if open_episode or episode_id is not None:
         result.episode_id = record_retrieval(mem.store, result, episode_id=episode_id)

@@ -10,7 +10,6 @@ line, not the caller's objects, so the two can never differ.
 from __future__ import annotations
 
 import base64
-import copy
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
+from graphmem.stores._packed import pack, packed_kind, unpack
 from graphmem.stores._vectors import Vector, VectorIndex
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 
@@ -155,8 +155,8 @@ class _Space:
     __slots__ = ("graph", "hashes", "vectors")
 
     def __init__(self) -> None:
-        # Nodes are memory ids with attribute "m" (the memory, embedding left out); edges are
-        # keyed by their kind with attribute "e" (the Edge).
+        # Nodes are memory ids with attribute "m" (the memory packed, embedding left out: see
+        # _packed); edges are keyed by their kind with attribute "e" (the Edge).
         self.graph: Any = nx.MultiDiGraph()
         self.vectors: VectorIndex | None = None
         self.hashes: dict[tuple[str, str], dict[str, None]] = {}
@@ -234,9 +234,9 @@ class GraphState:
         old = self.memory(memory.namespace, memory.id)
         if old is not None:
             self._unhash(space, old)
-            space.graph.nodes[memory.id]["m"] = memory
+            space.graph.nodes[memory.id]["m"] = pack(memory)
         else:
-            space.graph.add_node(memory.id, m=memory)
+            space.graph.add_node(memory.id, m=pack(memory))
         if memory.content_hash is not None:
             space.hashes.setdefault((memory.kind, memory.content_hash), {})[memory.id] = None
         if vector is None:
@@ -291,16 +291,16 @@ class GraphState:
                 "updated_at": u.updated_at,
             }
         )
-        self.spaces[u.namespace].graph.nodes[u.memory_id]["m"] = new
+        self.spaces[u.namespace].graph.nodes[u.memory_id]["m"] = pack(new)
 
     # ---- reading ------------------------------------------------------------------------
 
     def memory(self, namespace: str, memory_id: str) -> AnyMemory | None:
+        """The memory (a new model each call, without its embedding)."""
         space = self.spaces.get(namespace)
         if space is None or memory_id not in space.graph:
             return None
-        memory: AnyMemory = space.graph.nodes[memory_id]["m"]
-        return memory
+        return unpack(space.graph.nodes[memory_id]["m"])
 
     def vector(self, namespace: str, memory_id: str) -> Vector | None:
         space = self.spaces.get(namespace)
@@ -310,17 +310,12 @@ class GraphState:
 
     def copy_out(self, namespace: str, memory_id: str) -> AnyMemory | None:
         """A private copy of a memory, embedding attached, safe to hand to callers."""
-        memory = self.memory(namespace, memory_id)
-        if memory is None:
+        space = self.spaces.get(namespace)
+        if space is None or memory_id not in space.graph:
             return None
-        vector = self.vector(namespace, memory_id)
-        update: dict[str, Any] = {"embedding": None if vector is None else vector.tolist()}
-        # Only containers need copying (the rest is immutable): a third of a deep model copy,
-        # which recall pays once per candidate.
-        for name, value in memory.__dict__.items():
-            if name != "embedding" and isinstance(value, list | dict | set):
-                update[name] = copy.deepcopy(value)
-        return memory.model_copy(update=update)
+        vector = None if space.vectors is None else space.vectors.row(memory_id)
+        embedding = None if vector is None else vector.tolist()
+        return unpack(space.graph.nodes[memory_id]["m"], embedding)
 
     def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
         space = self.spaces.get(namespace)
@@ -357,7 +352,8 @@ class GraphState:
         if space is None or memory_id not in space.graph:
             return False
         key = EdgeKind.SUPERSEDES.value
-        return any(key in keyed for keyed in space.graph.pred[memory_id].values())
+        # _pred: the predecessors' dict itself (graph.pred builds a view object per call)
+        return any(key in keyed for keyed in space.graph._pred[memory_id].values())
 
     def ids(self, namespace: str) -> list[str]:
         space = self.spaces.get(namespace)
@@ -402,7 +398,7 @@ class GraphState:
 
     @staticmethod
     def _orphaned(graph: Any, memory_id: str, gone: dict[str, None]) -> bool:
-        kind = MemoryKind(graph.nodes[memory_id]["m"].kind)
+        kind = MemoryKind(packed_kind(graph.nodes[memory_id]["m"]))
         if kind in OWNED_BY:
             owners = {k.value for k in OWNED_BY[kind]}
             ends = [u for u, _, k in graph.in_edges(memory_id, keys=True) if k in owners]
@@ -423,8 +419,8 @@ class GraphState:
         rows: list[Vector] = []
         for ns in sorted(self.spaces):
             space = self.spaces[ns]
-            for memory_id, memory in space.graph.nodes(data="m"):
-                record = memory.model_dump(mode="json", exclude={"embedding"})
+            for memory_id, packed in space.graph.nodes(data="m"):
+                record = unpack(packed).model_dump(mode="json", exclude={"embedding"})
                 vector = None if space.vectors is None else space.vectors.get(memory_id)
                 record["vec"] = None if vector is None else len(rows)
                 if vector is not None:

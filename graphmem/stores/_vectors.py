@@ -64,7 +64,7 @@ into memory that is already mapped (65k rows of 384 floats: 6 ms instead of 330-
 mostly in page faults, all of it under the store's write lock)."""
 
 
-def as_float32(values: Sequence[float]) -> Vector:
+def as_float32(values: Sequence[float] | npt.NDArray[np.float64]) -> Vector:
     """A validated embedding (see ``check_vector``, which bounds the norm for every store) as
     the float32 row the store keeps; re-checked after rounding to float32."""
     vector = np.asarray(values, dtype=np.float32)
@@ -93,6 +93,8 @@ class VectorIndex:
         self._row: dict[str, int] = {}
         self._free: list[int] = []
         self._used = 0  # rows [0, _used) have been handed out at least once
+        # (kinds, include_obsolete) → the rows those filters pass; emptied by every write.
+        self._masks: dict[tuple[tuple[str, ...] | None, bool], npt.NDArray[np.bool_]] = {}
         self._spare: Vector | None = None  # the next matrix, pages touched (see SPARE_FROM)
         self._spare_asked = 0  # the capacity a spare was last asked for
         # The approximate index, while this namespace has one (see the module docstring).
@@ -128,6 +130,7 @@ class VectorIndex:
         self._matrix[row] = vector
         self._inv_norm[row] = 1.0 / float(np.linalg.norm(vector.astype(np.float64)))
         self._live[row] = True
+        self._masks.clear()
         self.set_flags(memory_id, kind, obsolete)
         if self._ann is not None:
             if moved:
@@ -140,12 +143,14 @@ class VectorIndex:
         if row is not None:
             self._kind[row] = KIND_CODES[kind]
             self._obsolete[row] = obsolete
+            self._masks.clear()
 
     def remove(self, memory_id: str) -> None:
         row = self._row.pop(memory_id, None)
         if row is None:
             return
         self._live[row] = False
+        self._masks.clear()
         self._ids[row] = None
         self._free.append(row)
         if self._ann is None:
@@ -167,6 +172,11 @@ class VectorIndex:
         row = self._row.get(memory_id)
         return None if row is None else self._matrix[row].copy()
 
+    def row(self, memory_id: str) -> Vector | None:
+        """The stored row itself (a view: read it at once, under the store's lock)."""
+        row = self._row.get(memory_id)
+        return None if row is None else self._matrix[row]
+
     def search(
         self,
         query: Vector,
@@ -181,13 +191,7 @@ class VectorIndex:
         if n == 0 or k <= 0:
             return []
         unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
-        mask = self._live[:n].copy()
-        if kinds is not None:
-            wanted = np.zeros(len(KIND_CODES), dtype=bool)
-            wanted[[KIND_CODES[k] for k in kinds]] = True
-            mask &= wanted[self._kind[:n]]
-        if not include_obsolete:
-            mask &= ~self._obsolete[:n]
+        mask = self._filter_mask(n, kinds, include_obsolete).copy()
         # Never waits: while the builder holds the lock, or lags, the exact scan answers.
         if self._ann is not None and self._ann_lock.acquire(blocking=False):
             try:
@@ -210,6 +214,26 @@ class VectorIndex:
         if rows.size > k:
             rows = rows[np.argpartition(-sims[rows], k - 1)[:k]]
         return self._ranked(rows.tolist(), sims[rows].tolist())
+
+    def _filter_mask(
+        self, n: int, kinds: Sequence[str] | None, include_obsolete: bool
+    ) -> npt.NDArray[np.bool_]:
+        """The rows of [0, n) that the filters pass (kept until the next write; read-only)."""
+        key = (None if kinds is None else tuple(kinds), include_obsolete)
+        mask = self._masks.get(key)
+        if mask is not None and len(mask) == n:
+            return mask
+        mask = self._live[:n].copy()
+        if kinds is not None:
+            wanted = np.zeros(len(KIND_CODES), dtype=bool)
+            wanted[[KIND_CODES[k] for k in kinds]] = True
+            mask &= wanted[self._kind[:n]]
+        if not include_obsolete:
+            mask &= ~self._obsolete[:n]
+        if len(self._masks) >= 16:
+            self._masks.clear()
+        self._masks[key] = mask
+        return mask
 
     def _ranked(self, rows: list[int], sims: list[float]) -> list[tuple[str, float]]:
         # Rows are live rows (the filters start from the live mask), so each has an id.

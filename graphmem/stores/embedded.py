@@ -72,6 +72,8 @@ from graphmem.models import (
     check_id,
     check_namespace,
     check_vector,
+    check_vector_array,
+    construct,
     memory_from_dict,
     utcnow,
 )
@@ -718,7 +720,7 @@ class EmbeddedStore(MemoryStore):
             raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
         with self._read():
-            query = as_float32(check_vector(vector, self._state.dimension))
+            query = as_float32(check_vector_array(vector, self._state.dimension))
             space = self._state.spaces.get(namespace)
             if space is None or space.vectors is None:
                 return []
@@ -728,10 +730,13 @@ class EmbeddedStore(MemoryStore):
             # Built without validation: the copies are of validated memories and sim a float.
             # Whether each is superseded comes along, as from Neo4j: no second call for it.
             return [
-                Recall.model_construct(
-                    memory=self._copy(namespace, i),
-                    sim=s,
-                    superseded=self._state.is_superseded(namespace, i),
+                construct(
+                    Recall,
+                    {
+                        "memory": self._copy(namespace, i),
+                        "sim": s,
+                        "superseded": self._state.is_superseded(namespace, i),
+                    },
                 )
                 for i, s in hits
             ]

@@ -1,0 +1,115 @@
+"""Memories as the embedded store keeps them: flat tuples that CPython's garbage collector skips.
+
+A pydantic model is about six objects the collector tracks (the model, its ``__dict__``, its
+fields-set, a ``TzInfo`` per datetime, the graph's attribute dict). A full collection visits
+every tracked object and stops every thread, so with 100k memories in the store one collection
+held queries up for 300 ms. A tuple of plain values (str, int, float, bool, None, a datetime
+whose tzinfo is a ``datetime.timezone``) is untracked once the collector has seen it, and so is
+the attribute dict that holds it: the memories drop out of every collection.
+
+``pack`` is lossless for the memory models: StrEnum members become their value, lists become
+tuples, a datetime's tzinfo becomes the ``datetime.timezone`` of the same offset, and
+``unpack`` turns each back. ``unpack`` builds a new model without validation (the values were
+validated on the way in), so each read hands out a private copy.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from enum import Enum
+from typing import Any, get_args, get_origin
+
+from graphmem.models import MEMORY_CLASSES, AnyMemory, Memory, MemoryKind
+
+Packed = tuple[Any, ...]
+"""(kind, fields-set number, the field values in the model's field order)."""
+
+_FIELD_SETS: list[frozenset[str]] = []
+_FIELD_SET_NUMBERS: dict[frozenset[str], int] = {}
+_ZONES: dict[timedelta | None, tzinfo] = {timedelta(0): UTC}
+
+
+class _Layout:
+    """One model class's field names, and which of them hold enums and lists."""
+
+    __slots__ = ("cls", "enums", "lists", "names")
+
+    def __init__(self, cls: type[Memory]) -> None:
+        self.cls = cls
+        self.names = tuple(cls.model_fields)
+        self.enums: dict[str, type[Enum]] = {}
+        self.lists: list[str] = []
+        for name, info in cls.model_fields.items():
+            for candidate in (info.annotation, *get_args(info.annotation)):
+                if isinstance(candidate, type) and issubclass(candidate, Enum):
+                    self.enums[name] = candidate
+                if (candidate is list or get_origin(candidate) is list) and name != "embedding":
+                    self.lists.append(name)
+
+
+_LAYOUTS: dict[str, _Layout] = {kind.value: _Layout(cls) for kind, cls in MEMORY_CLASSES.items()}
+
+
+def _field_set_number(fields: set[str]) -> int:
+    key = frozenset(fields)
+    number = _FIELD_SET_NUMBERS.get(key)
+    if number is None:
+        number = _FIELD_SET_NUMBERS[key] = len(_FIELD_SETS)
+        _FIELD_SETS.append(key)
+    return number
+
+
+def _zone(offset: timedelta | None) -> tzinfo:
+    zone = _ZONES.get(offset)
+    if zone is None:
+        assert offset is not None
+        zone = _ZONES[offset] = timezone(offset)
+    return zone
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, datetime) and not isinstance(value.tzinfo, timezone | None):
+        return value.replace(tzinfo=_zone(value.utcoffset()))
+    return value
+
+
+def pack(memory: AnyMemory) -> Packed:
+    """``memory`` without its embedding, as a flat tuple of plain values."""
+    kind = MemoryKind(memory.kind).value
+    values = memory.__dict__
+    return (
+        kind,
+        _field_set_number(memory.__pydantic_fields_set__),
+        *(None if name == "embedding" else _plain(values[name]) for name in _LAYOUTS[kind].names),
+    )
+
+
+def packed_kind(packed: Packed) -> str:
+    kind: str = packed[0]
+    return kind
+
+
+def unpack(packed: Packed, embedding: list[float] | None = None) -> AnyMemory:
+    """A new model of the packed memory, ``embedding`` attached."""
+    layout = _LAYOUTS[packed[0]]
+    data = dict(zip(layout.names, packed[2:], strict=True))
+    for name in layout.lists:
+        if data[name] is not None:
+            data[name] = list(data[name])
+    for name, enum in layout.enums.items():
+        value = data[name]
+        if value is not None:
+            data[name] = enum(value)
+    data["embedding"] = embedding
+    # What pydantic's own copy does, without its per-field work: the values are validated.
+    memory = layout.cls.__new__(layout.cls)
+    object.__setattr__(memory, "__dict__", data)
+    object.__setattr__(memory, "__pydantic_fields_set__", set(_FIELD_SETS[packed[1]]))
+    object.__setattr__(memory, "__pydantic_extra__", None)
+    object.__setattr__(memory, "__pydantic_private__", None)
+    out: AnyMemory = memory  # type: ignore[assignment]
+    return out
