@@ -132,3 +132,43 @@ def test_reads_hand_out_private_models() -> None:
     hit.tags.append("again")
     assert store.get_many(NS, ["n"])[0].tags == ["a"]
     store.close()
+
+
+def test_edges_pack_losslessly_and_untracked() -> None:
+    from graphmem.models import Edge, EdgeKind
+    from graphmem.stores._packed import pack_edge, unpack_edge
+
+    edge = Edge(
+        namespace=NS,
+        kind=EdgeKind.RETRIEVED,
+        src="e1",
+        dst="n1",
+        props={"rank": 0, "sim": 0.5, "used": True, "note": "x", "none": None},
+        created_at=datetime(2026, 1, 2, tzinfo=PLUS_TWO),
+    )
+    packed = pack_edge(edge)
+    back = unpack_edge(packed)
+    assert back == edge
+    assert back.model_dump_json() == edge.model_dump_json()
+    assert type(back.kind) is EdgeKind
+    for _ in range(3):  # each pass untracks one level of nesting (pairs, props, the edge)
+        gc.collect()
+    assert not gc.is_tracked(packed)
+
+
+def test_edges_read_back_are_private() -> None:
+    from graphmem.models import Edge, EdgeKind
+
+    store = EmbeddedStore(None)
+    store.upsert(
+        [
+            Note(id="a", namespace=NS, content="a", embedding=[1.0, 0.0]),
+            Note(id="b", namespace=NS, content="b", embedding=[0.0, 1.0]),
+        ],
+        [Edge(namespace=NS, kind=EdgeKind.LINKS_TO, src="a", dst="b", props={"w": 1})],
+    )
+    got = store.edges(NS, "a")[0]
+    got.props["w"] = 2
+    assert store.edges(NS, "a")[0].props == {"w": 1}
+    assert next(iter(store.iter_edges(NS))).props == {"w": 1}
+    store.close()

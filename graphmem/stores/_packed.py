@@ -1,4 +1,4 @@
-"""Memories as the embedded store keeps them: flat tuples that CPython's garbage collector skips.
+"""Memories and edges as the embedded store keeps them: flat tuples CPython's collector skips.
 
 A pydantic model is about six objects the collector tracks (the model, its ``__dict__``, its
 fields-set, a ``TzInfo`` per datetime, the graph's attribute dict). A full collection visits
@@ -7,10 +7,11 @@ held queries up for 300 ms. A tuple of plain values (str, int, float, bool, None
 whose tzinfo is a ``datetime.timezone``) is untracked once the collector has seen it, and so is
 the attribute dict that holds it: the memories drop out of every collection.
 
-``pack`` is lossless for the memory models: StrEnum members become their value, lists become
-tuples, a datetime's tzinfo becomes the ``datetime.timezone`` of the same offset, and
-``unpack`` turns each back. ``unpack`` builds a new model without validation (the values were
-validated on the way in), so each read hands out a private copy.
+``pack`` is lossless for the memory models (``pack_edge`` for edges): StrEnum members become
+their value, lists become tuples, dicts tuples of pairs, a datetime's tzinfo the
+``datetime.timezone`` of the same offset, and ``unpack`` turns each back. ``unpack`` builds a
+new model without validation (the values were validated on the way in), so each read hands
+out a private copy.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from enum import Enum
 from typing import Any, get_args, get_origin
 
-from graphmem.models import MEMORY_CLASSES, AnyMemory, Memory, MemoryKind
+from graphmem.models import MEMORY_CLASSES, AnyMemory, Edge, GraphmemModel, MemoryKind
 
 Packed = tuple[Any, ...]
 """(kind, fields-set number, the field values in the model's field order)."""
@@ -30,24 +31,28 @@ _ZONES: dict[timedelta | None, tzinfo] = {timedelta(0): UTC}
 
 
 class _Layout:
-    """One model class's field names, and which of them hold enums and lists."""
+    """One model class's field names, and which of them hold enums, lists and dicts."""
 
-    __slots__ = ("cls", "enums", "lists", "names")
+    __slots__ = ("cls", "dicts", "enums", "lists", "names")
 
-    def __init__(self, cls: type[Memory]) -> None:
+    def __init__(self, cls: type[GraphmemModel]) -> None:
         self.cls = cls
         self.names = tuple(cls.model_fields)
         self.enums: dict[str, type[Enum]] = {}
         self.lists: list[str] = []
+        self.dicts: list[str] = []
         for name, info in cls.model_fields.items():
             for candidate in (info.annotation, *get_args(info.annotation)):
                 if isinstance(candidate, type) and issubclass(candidate, Enum):
                     self.enums[name] = candidate
                 if (candidate is list or get_origin(candidate) is list) and name != "embedding":
                     self.lists.append(name)
+                if candidate is dict or get_origin(candidate) is dict:
+                    self.dicts.append(name)
 
 
 _LAYOUTS: dict[str, _Layout] = {kind.value: _Layout(cls) for kind, cls in MEMORY_CLASSES.items()}
+_EDGE = _Layout(Edge)
 
 
 def _field_set_number(fields: set[str]) -> int:
@@ -72,6 +77,8 @@ def _plain(value: Any) -> Any:
         return value.value
     if isinstance(value, list):
         return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _plain(v)) for k, v in value.items())
     if isinstance(value, datetime) and not isinstance(value.tzinfo, timezone | None):
         return value.replace(tzinfo=_zone(value.utcoffset()))
     return value
@@ -96,20 +103,48 @@ def packed_kind(packed: Packed) -> str:
 def unpack(packed: Packed, embedding: list[float] | None = None) -> AnyMemory:
     """A new model of the packed memory, ``embedding`` attached."""
     layout = _LAYOUTS[packed[0]]
+    data = _fields(layout, packed)
+    data["embedding"] = embedding
+    memory: AnyMemory = _build(layout, data, packed[1])  # type: ignore[assignment]
+    return memory
+
+
+def pack_edge(edge: Edge) -> Packed:
+    """``edge`` as a flat tuple of plain values (its props as (name, value) pairs)."""
+    values = edge.__dict__
+    return (
+        "Edge",
+        _field_set_number(edge.__pydantic_fields_set__),
+        *(_plain(values[name]) for name in _EDGE.names),
+    )
+
+
+def unpack_edge(packed: Packed) -> Edge:
+    """A new Edge of the packed one."""
+    edge: Edge = _build(_EDGE, _fields(_EDGE, packed), packed[1])  # type: ignore[assignment]
+    return edge
+
+
+def _fields(layout: _Layout, packed: Packed) -> dict[str, Any]:
     data = dict(zip(layout.names, packed[2:], strict=True))
     for name in layout.lists:
         if data[name] is not None:
             data[name] = list(data[name])
+    for name in layout.dicts:
+        if data[name] is not None:
+            data[name] = dict(data[name])
     for name, enum in layout.enums.items():
         value = data[name]
         if value is not None:
             data[name] = enum(value)
-    data["embedding"] = embedding
+    return data
+
+
+def _build(layout: _Layout, data: dict[str, Any], field_set: int) -> GraphmemModel:
     # What pydantic's own copy does, without its per-field work: the values are validated.
-    memory = layout.cls.__new__(layout.cls)
-    object.__setattr__(memory, "__dict__", data)
-    object.__setattr__(memory, "__pydantic_fields_set__", set(_FIELD_SETS[packed[1]]))
-    object.__setattr__(memory, "__pydantic_extra__", None)
-    object.__setattr__(memory, "__pydantic_private__", None)
-    out: AnyMemory = memory  # type: ignore[assignment]
-    return out
+    model = layout.cls.__new__(layout.cls)
+    object.__setattr__(model, "__dict__", data)
+    object.__setattr__(model, "__pydantic_fields_set__", set(_FIELD_SETS[field_set]))
+    object.__setattr__(model, "__pydantic_extra__", None)
+    object.__setattr__(model, "__pydantic_private__", None)
+    return model

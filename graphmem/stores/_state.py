@@ -23,7 +23,7 @@ from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
-from graphmem.stores._packed import pack, packed_kind, unpack
+from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
 from graphmem.stores._vectors import Vector, VectorIndex
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 
@@ -156,7 +156,7 @@ class _Space:
 
     def __init__(self) -> None:
         # Nodes are memory ids with attribute "m" (the memory packed, embedding left out: see
-        # _packed); edges are keyed by their kind with attribute "e" (the Edge).
+        # _packed); edges are keyed by their kind with attribute "e" (the Edge, packed).
         self.graph: Any = nx.MultiDiGraph()
         self.vectors: VectorIndex | None = None
         self.hashes: dict[tuple[str, str], dict[str, None]] = {}
@@ -276,7 +276,7 @@ class GraphState:
         space = self.spaces.get(edge.namespace)
         if space is None or edge.src not in space.graph or edge.dst not in space.graph:
             raise StoreError(f"change record has an edge to a missing memory: {edge.key}")
-        space.graph.add_edge(edge.src, edge.dst, key=edge.kind.value, e=edge)
+        space.graph.add_edge(edge.src, edge.dst, key=edge.kind.value, e=pack_edge(edge))
 
     def _set_utility(self, u: UtilityChange) -> None:
         old = self.memory(u.namespace, u.memory_id)
@@ -322,7 +322,7 @@ class GraphState:
         if space is None:
             return None
         data = space.graph.get_edge_data(src, dst, key=kind.value)
-        return None if data is None else data["e"]
+        return None if data is None else unpack_edge(data["e"])
 
     def edges_of(
         self,
@@ -337,10 +337,12 @@ class GraphState:
         graph = space.graph
         found: dict[tuple[str, str, str, str], Edge] = {}
         if direction in ("out", "both"):
-            for _, _, edge in graph.out_edges(memory_id, data="e"):
+            for _, _, packed in graph.out_edges(memory_id, data="e"):
+                edge = unpack_edge(packed)
                 found[edge.key] = edge
         if direction in ("in", "both"):
-            for _, _, edge in graph.in_edges(memory_id, data="e"):
+            for _, _, packed in graph.in_edges(memory_id, data="e"):
+                edge = unpack_edge(packed)
                 found[edge.key] = edge
         wanted = None if kinds is None else {EdgeKind(k) for k in kinds}
         edges = [e for e in found.values() if wanted is None or e.kind in wanted]
@@ -366,7 +368,8 @@ class GraphState:
         space = self.spaces.get(namespace)
         if space is None:
             return []
-        return sorted((e for _, _, e in space.graph.edges(data="e")), key=edge_order)
+        edges = (unpack_edge(e) for _, _, e in space.graph.edges(data="e"))
+        return sorted(edges, key=edge_order)
 
     def find_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> str | None:
         space = self.spaces.get(namespace)
@@ -426,7 +429,9 @@ class GraphState:
                 if vector is not None:
                     rows.append(vector)
                 nodes.append(record)
-            edges.extend(e.model_dump(mode="json") for _, _, e in space.graph.edges(data="e"))
+            edges.extend(
+                unpack_edge(e).model_dump(mode="json") for _, _, e in space.graph.edges(data="e")
+            )
         dim = self.dimension or 0
         matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
         state: dict[str, Any] = {"dim": self.dimension, "put": nodes, "edges": edges}

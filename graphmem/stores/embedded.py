@@ -694,8 +694,8 @@ class EmbeddedStore(MemoryStore):
             raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
         edge_kinds = None if kinds is None else [_edge_kind(k) for k in kinds]
         with self._read():
-            found = self._state.edges_of(namespace, memory_id, edge_kinds, direction)
-            return [e.model_copy(deep=True) for e in found]
+            # Unpacked from the state: private models already.
+            return self._state.edges_of(namespace, memory_id, edge_kinds, direction)
 
     def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
         check_namespace(namespace)
@@ -778,8 +778,7 @@ class EmbeddedStore(MemoryStore):
             check_namespace(namespace)
         with self._read():
             namespaces = self._state.namespaces() if namespace is None else [namespace]
-            found = [e for ns in namespaces for e in self._state.iter_edges(ns)]
-            return iter([e.model_copy(deep=True) for e in found])
+            return iter([e for ns in namespaces for e in self._state.iter_edges(ns)])
 
     def namespaces(self, *prefixes: str) -> list[str]:
         heads = check_prefixes(prefixes)
