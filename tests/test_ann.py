@@ -500,7 +500,7 @@ def test_growth_copies_into_a_matrix_prepared_in_the_background(
             while index._spare is None and time.monotonic() < deadline:
                 time.sleep(0.001)  # let the background allocation land before the growth
             spares.append(index._spare)
-    assert len(index._ids) == 512 and asked == 512  # asked at 48/64, 96/128, 192/256
+    assert index._capacity == 512 and asked == 512  # asked at 48/64, 96/128, 192/256
     assert len(spares) == 3 and all(s is not None for s in spares)
     assert any(index._matrix is s for s in spares)
     for i, row in enumerate(rows):

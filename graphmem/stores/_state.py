@@ -16,13 +16,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
+from graphmem.stores._graph import PackedGraph
 from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
 from graphmem.stores._vectors import Vector, VectorIndex
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
@@ -155,11 +155,12 @@ class _Space:
     __slots__ = ("graph", "hashes", "vectors")
 
     def __init__(self) -> None:
-        # Nodes are memory ids with attribute "m" (the memory packed, embedding left out: see
-        # _packed); edges are keyed by their kind with attribute "e" (the Edge, packed).
-        self.graph: Any = nx.MultiDiGraph()
+        # Memories and edges packed (embeddings left out: they live in the vectors), in
+        # containers CPython's collector does not walk: see _packed and _graph.
+        self.graph = PackedGraph()
         self.vectors: VectorIndex | None = None
-        self.hashes: dict[tuple[str, str], dict[str, None]] = {}
+        # (kind, content hash) → the ids holding it, oldest first
+        self.hashes: dict[tuple[str, str], tuple[str, ...]] = {}
 
 
 class GraphState:
@@ -234,11 +235,12 @@ class GraphState:
         old = self.memory(memory.namespace, memory.id)
         if old is not None:
             self._unhash(space, old)
-            space.graph.nodes[memory.id]["m"] = pack(memory)
-        else:
-            space.graph.add_node(memory.id, m=pack(memory))
+        space.graph.set_node(memory.id, pack(memory))
         if memory.content_hash is not None:
-            space.hashes.setdefault((memory.kind, memory.content_hash), {})[memory.id] = None
+            key = (memory.kind, memory.content_hash)
+            held = space.hashes.get(key, ())
+            if memory.id not in held:
+                space.hashes[key] = (*held, memory.id)
         if vector is None:
             if space.vectors is not None:
                 space.vectors.remove(memory.id)
@@ -258,7 +260,7 @@ class GraphState:
         space.graph.remove_node(memory_id)
         if space.vectors is not None:
             space.vectors.remove(memory_id)
-        if space.graph.number_of_nodes() == 0:
+        if not space.graph:
             if space.vectors is not None:
                 space.vectors.retire()
             del self.spaces[namespace]
@@ -266,17 +268,18 @@ class GraphState:
     @staticmethod
     def _unhash(space: _Space, memory: AnyMemory) -> None:
         if memory.content_hash is not None:
-            ids = space.hashes.get((memory.kind, memory.content_hash))
-            if ids is not None:
-                ids.pop(memory.id, None)
-                if not ids:
-                    del space.hashes[(memory.kind, memory.content_hash)]
+            key = (memory.kind, memory.content_hash)
+            rest = tuple(i for i in space.hashes.get(key, ()) if i != memory.id)
+            if rest:
+                space.hashes[key] = rest
+            else:
+                space.hashes.pop(key, None)
 
     def _put_edge(self, edge: Edge) -> None:
         space = self.spaces.get(edge.namespace)
         if space is None or edge.src not in space.graph or edge.dst not in space.graph:
             raise StoreError(f"change record has an edge to a missing memory: {edge.key}")
-        space.graph.add_edge(edge.src, edge.dst, key=edge.kind.value, e=pack_edge(edge))
+        space.graph.set_edge(edge.src, edge.dst, edge.kind.value, pack_edge(edge))
 
     def _set_utility(self, u: UtilityChange) -> None:
         old = self.memory(u.namespace, u.memory_id)
@@ -291,7 +294,7 @@ class GraphState:
                 "updated_at": u.updated_at,
             }
         )
-        self.spaces[u.namespace].graph.nodes[u.memory_id]["m"] = pack(new)
+        self.spaces[u.namespace].graph.set_node(u.memory_id, pack(new))
 
     # ---- reading ------------------------------------------------------------------------
 
@@ -300,7 +303,7 @@ class GraphState:
         space = self.spaces.get(namespace)
         if space is None or memory_id not in space.graph:
             return None
-        return unpack(space.graph.nodes[memory_id]["m"])
+        return unpack(space.graph.node(memory_id))
 
     def vector(self, namespace: str, memory_id: str) -> Vector | None:
         space = self.spaces.get(namespace)
@@ -315,14 +318,14 @@ class GraphState:
             return None
         vector = None if space.vectors is None else space.vectors.row(memory_id)
         embedding = None if vector is None else vector.tolist()
-        return unpack(space.graph.nodes[memory_id]["m"], embedding)
+        return unpack(space.graph.node(memory_id), embedding)
 
     def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
         space = self.spaces.get(namespace)
         if space is None:
             return None
-        data = space.graph.get_edge_data(src, dst, key=kind.value)
-        return None if data is None else unpack_edge(data["e"])
+        packed = space.graph.edge(src, dst, kind.value)
+        return None if packed is None else unpack_edge(packed)
 
     def edges_of(
         self,
@@ -337,11 +340,11 @@ class GraphState:
         graph = space.graph
         found: dict[tuple[str, str, str, str], Edge] = {}
         if direction in ("out", "both"):
-            for _, _, packed in graph.out_edges(memory_id, data="e"):
+            for packed in graph.out_edges(memory_id):
                 edge = unpack_edge(packed)
                 found[edge.key] = edge
         if direction in ("in", "both"):
-            for _, _, packed in graph.in_edges(memory_id, data="e"):
+            for packed in graph.in_edges(memory_id):
                 edge = unpack_edge(packed)
                 found[edge.key] = edge
         wanted = None if kinds is None else {EdgeKind(k) for k in kinds}
@@ -349,27 +352,24 @@ class GraphState:
         return sorted(edges, key=edge_order)
 
     def is_superseded(self, namespace: str, memory_id: str) -> bool:
-        """Whether another memory SUPERSEDES this one (straight from the adjacency dicts)."""
+        """Whether another memory SUPERSEDES this one (straight from the adjacency)."""
         space = self.spaces.get(namespace)
-        if space is None or memory_id not in space.graph:
+        if space is None:
             return False
-        key = EdgeKind.SUPERSEDES.value
-        # _pred: the predecessors' dict itself (graph.pred builds a view object per call)
-        return any(key in keyed for keyed in space.graph._pred[memory_id].values())
+        return space.graph.has_in_edge(memory_id, EdgeKind.SUPERSEDES.value)
 
     def ids(self, namespace: str) -> list[str]:
         space = self.spaces.get(namespace)
-        return [] if space is None else sorted(space.graph.nodes)
+        return [] if space is None else sorted(space.graph.ids())
 
     def namespaces(self) -> list[str]:
-        return sorted(ns for ns, space in self.spaces.items() if space.graph.number_of_nodes())
+        return sorted(ns for ns, space in self.spaces.items() if space.graph)
 
     def iter_edges(self, namespace: str) -> list[Edge]:
         space = self.spaces.get(namespace)
         if space is None:
             return []
-        edges = (unpack_edge(e) for _, _, e in space.graph.edges(data="e"))
-        return sorted(edges, key=edge_order)
+        return sorted(map(unpack_edge, space.graph.edges()), key=edge_order)
 
     def find_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> str | None:
         space = self.spaces.get(namespace)
@@ -391,7 +391,8 @@ class GraphState:
         while frontier:
             found: list[str] = []
             for memory_id in frontier:
-                near = set(graph.successors(memory_id)) | set(graph.predecessors(memory_id))
+                near = {dst for dst, _ in graph.successors(memory_id)}
+                near |= {src for src, _ in graph.predecessors(memory_id)}
                 for other in sorted(near - gone.keys()):
                     if other not in gone and self._orphaned(graph, other, gone):
                         gone[other] = None
@@ -400,15 +401,15 @@ class GraphState:
         return list(gone)
 
     @staticmethod
-    def _orphaned(graph: Any, memory_id: str, gone: dict[str, None]) -> bool:
-        kind = MemoryKind(packed_kind(graph.nodes[memory_id]["m"]))
+    def _orphaned(graph: PackedGraph, memory_id: str, gone: dict[str, None]) -> bool:
+        kind = MemoryKind(packed_kind(graph.node(memory_id)))
         if kind in OWNED_BY:
             owners = {k.value for k in OWNED_BY[kind]}
-            ends = [u for u, _, k in graph.in_edges(memory_id, keys=True) if k in owners]
+            ends = [u for u, k in graph.predecessors(memory_id) if k in owners]
             if ends and all(u in gone for u in ends):
                 return True
         if kind in ABOUT_KINDS:
-            ends = [v for _, v, k in graph.out_edges(memory_id, keys=True) if k == "ABOUT"]
+            ends = [v for v, k in graph.successors(memory_id) if k == "ABOUT"]
             if ends and all(v in gone for v in ends):
                 return True
         return False
@@ -422,16 +423,14 @@ class GraphState:
         rows: list[Vector] = []
         for ns in sorted(self.spaces):
             space = self.spaces[ns]
-            for memory_id, packed in space.graph.nodes(data="m"):
+            for memory_id, packed in space.graph.nodes():
                 record = unpack(packed).model_dump(mode="json", exclude={"embedding"})
                 vector = None if space.vectors is None else space.vectors.get(memory_id)
                 record["vec"] = None if vector is None else len(rows)
                 if vector is not None:
                     rows.append(vector)
                 nodes.append(record)
-            edges.extend(
-                unpack_edge(e).model_dump(mode="json") for _, _, e in space.graph.edges(data="e")
-            )
+            edges.extend(unpack_edge(e).model_dump(mode="json") for e in space.graph.edges())
         dim = self.dimension or 0
         matrix = np.stack(rows) if rows else np.zeros((0, dim), dtype=np.float32)
         state: dict[str, Any] = {"dim": self.dimension, "put": nodes, "edges": edges}

@@ -27,7 +27,6 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -89,7 +88,10 @@ class VectorIndex:
         self._live = np.zeros(capacity, dtype=bool)
         self._kind = np.zeros(capacity, dtype=np.int8)
         self._obsolete = np.zeros(capacity, dtype=bool)
-        self._ids: list[str | None] = [None] * capacity
+        # row → memory id: a dict of str, which CPython's collector untracks (a list of 100k ids
+        # is walked by every full collection)
+        self._ids: dict[int, str] = {}
+        self._capacity = capacity
         self._row: dict[str, int] = {}
         self._free: list[int] = []
         self._used = 0  # rows [0, _used) have been handed out at least once
@@ -151,7 +153,7 @@ class VectorIndex:
             return
         self._live[row] = False
         self._masks.clear()
-        self._ids[row] = None
+        del self._ids[row]
         self._free.append(row)
         if self._ann is None:
             return
@@ -237,7 +239,7 @@ class VectorIndex:
 
     def _ranked(self, rows: list[int], sims: list[float]) -> list[tuple[str, float]]:
         # Rows are live rows (the filters start from the live mask), so each has an id.
-        ids = cast(list[str], self._ids)
+        ids = self._ids
         found = [(ids[row], sim) for row, sim in zip(rows, sims, strict=True)]
         # Ties broken by id so every process and every reload ranks alike.
         found.sort(key=lambda t: (-t[1], t[0]))
@@ -453,10 +455,10 @@ class VectorIndex:
     def _take_row(self) -> int:
         if self._free:
             return self._free.pop()
-        if self._used == len(self._ids):
+        if self._used == self._capacity:
             self._grow()
         self._used += 1
-        capacity = len(self._ids)
+        capacity = self._capacity
         if capacity >= SPARE_FROM and self._used * 4 >= capacity * 3:
             self._ask_spare(2 * capacity)
         return self._used - 1
@@ -476,11 +478,11 @@ class VectorIndex:
         self._spare = spare
 
     def _grow(self) -> None:
-        capacity = max(16, 2 * len(self._ids))
-        extra = capacity - len(self._ids)
+        capacity = max(16, 2 * self._capacity)
+        extra = capacity - self._capacity
         spare, self._spare = self._spare, None
         if spare is not None and len(spare) == capacity:
-            spare[: len(self._ids)] = self._matrix
+            spare[: self._capacity] = self._matrix
             self._matrix = spare
         else:
             self._matrix = np.concatenate(
@@ -490,4 +492,4 @@ class VectorIndex:
         self._live = np.concatenate([self._live, np.zeros(extra, dtype=bool)])
         self._kind = np.concatenate([self._kind, np.zeros(extra, dtype=np.int8)])
         self._obsolete = np.concatenate([self._obsolete, np.zeros(extra, dtype=bool)])
-        self._ids.extend([None] * extra)
+        self._capacity = capacity

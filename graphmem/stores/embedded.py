@@ -1,4 +1,4 @@
-"""The embedded store: a networkx graph and numpy vectors, persisted crash-safely to a directory.
+"""The embedded store: packed memories in a graph and numpy vectors, kept crash-safe on disk.
 
 >>> from graphmem.models import Note
 >>> store = EmbeddedStore.in_memory()

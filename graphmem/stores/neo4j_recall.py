@@ -35,7 +35,7 @@ import neo4j
 import numpy as np
 
 from graphmem.errors import InvalidInput
-from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, AnyMemory, MemoryKind
+from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, AnyMemory, MemoryKind, construct
 from graphmem.stores import cypher
 from graphmem.stores.base import Recall
 from graphmem.stores.neo4j_rows import filter_key, live, read_memory
@@ -218,10 +218,13 @@ def rank(
         row = unique[i]
         out.append(
             # to_memory validated the memory; validating the Recall around it would do so again.
-            Recall.model_construct(
-                memory=_memory(row["props"], matrix[i].tolist()),
-                sim=sim,
-                superseded=bool(row["superseded"]),
+            construct(
+                Recall,
+                {
+                    "memory": _memory(row["props"], matrix[i].tolist()),
+                    "sim": sim,
+                    "superseded": bool(row["superseded"]),
+                },
             )
         )
         if len(out) == k:
@@ -250,4 +253,7 @@ def _memory(props: dict[str, Any], embedding: list[float]) -> AnyMemory:
     rest = {key: value for key, value in props.items() if key != "embedding"}
     memory = read_memory(rest)
     assert memory is not None  # live, checked by rank
-    return memory.model_copy(update={"embedding": embedding})
+    # Ours alone (just built from the row): attached in place, not through a model copy.
+    memory.__dict__["embedding"] = embedding
+    memory.__pydantic_fields_set__.add("embedding")
+    return memory
