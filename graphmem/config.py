@@ -64,7 +64,8 @@ class RetrievalConfig(GraphmemModel):
         description="What phase B takes a memory's Q to be: 'q0' the stored Q (from the neutral "
         "Q0); 'source' (default) also counts a procedure's source episode (the reward of the "
         "trajectory it was built from) as its first use, so a procedure from a won game starts "
-        "above one from a lost game; 'pool' moves the weight a Q still has on Q0 to the mean "
+        "above one from a lost game (update's corrections have no source episode of their own "
+        "and count none); 'pool' moves the weight a Q still has on Q0 to the mean "
         "reward the candidates' tried memories earned (pessimistic: an untried look-alike of a "
         "memory that failed is expected to fail too, so it is rarely tried); 'source-pool' both.",
     )

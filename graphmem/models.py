@@ -45,6 +45,10 @@ matrix, Neo4j's vector index) underflow or overflow."""
 PropValue: TypeAlias = str | int | float | bool | None
 _M = TypeVar("_M", bound=BaseModel)
 
+CORRECTION_SOURCE = "adjustment"
+"""``Memory.source`` of the procedures and steps ``update`` writes as corrections (Mem^p's
+"adjustment"), and of the edges that tie them in."""
+
 
 def utcnow() -> datetime:
     return datetime.now(UTC)

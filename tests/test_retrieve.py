@@ -16,7 +16,16 @@ from hypothesis import strategies as st
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.config import MEMP_RANDOM, RetrievalConfig, RetrievePolicy
 from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
-from graphmem.models import Edge, EdgeKind, Note, Procedure, Step, Tip, TipPolarity
+from graphmem.models import (
+    CORRECTION_SOURCE,
+    Edge,
+    EdgeKind,
+    Note,
+    Procedure,
+    Step,
+    Tip,
+    TipPolarity,
+)
 from graphmem.ops.retrieve import QPrior, Retrieval, prior_q, rank_candidates, retrieve, zscores
 from graphmem.stores.base import MemoryStore
 
@@ -148,6 +157,22 @@ def test_source_prior_counts_the_game_a_procedure_came_from_as_its_first_use() -
     assert [h.q for h in seeded] == [0.5, 0.5]
     # A note has no source episode: it keeps its stored Q.
     assert prior_q([0.5], [0], [None], prior) == [0.5]
+
+
+def test_a_correction_carries_no_source_outcome() -> None:
+    """update's corrections (source='adjustment') were never played as they stand: the reward
+    they carry (a reference's, or none) is no outcome of their steps, so the source prior
+    leaves them at Q0. Before, a correction copied from a won reference started above a gold
+    procedure whose Q one poor replay had moved down."""
+    gold = proc("x", "gold", basis(1), reward=1.0, success=True)
+    gold = gold.model_copy(update={"q": 0.47, "q_updates": 1, "uses": 1})  # one poor replay
+    fix = proc("x", "fix", basis(2), reward=1.0, success=True)
+    fix = fix.model_copy(update={"source": CORRECTION_SOURCE})
+    prior = QPrior(q0=0.5, alpha=0.1, source=True, pool=False)
+    ranked = rank_candidates([(fix, 0.9), (gold, 0.9)], 1.0, 2, q_prior=prior)
+    assert [h.memory.task_text for h in ranked] == ["gold", "fix"]
+    # The gold one: 0.47 + 0.9 * 0.1 * (1.0 - 0.5) = 0.515 > the correction's 0.5.
+    assert prior_q([0.47, 0.5], [1, 0], [1.0, None], prior) == pytest.approx([0.515, 0.5])
 
 
 def test_pool_prior_ranks_an_untried_memory_like_the_tried_ones_beside_it() -> None:

@@ -41,6 +41,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 from graphmem.config import RetrievalConfig, RetrievePolicy
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.models import (
+    CORRECTION_SOURCE,
     MAX_TEXT_CHARS,
     AnyMemory,
     Hit,
@@ -214,8 +215,13 @@ def prior_q(
 
 
 def _source_reward(memory: AnyMemory) -> float | None:
-    """The reward of the episode a procedure was built from (None for other kinds)."""
-    return memory.reward if isinstance(memory, Procedure) else None
+    """The reward of the episode a procedure was built from; None for other kinds, and for
+    ``update``'s corrections (``source="adjustment"``): their steps were never played as they
+    stand, and the reward they carry is another episode's (a reference's, the failed one's) or
+    none at all (0.0 for a model-written one), not an outcome of these steps."""
+    if not isinstance(memory, Procedure) or memory.source == CORRECTION_SOURCE:
+        return None
+    return memory.reward
 
 
 def rank_candidates(

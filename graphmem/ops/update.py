@@ -69,6 +69,7 @@ from graphmem.llm.ops import Produced, producer
 from graphmem.llm.schemas import Reflection, Script
 from graphmem.llm.usage import CallBudget
 from graphmem.models import (
+    CORRECTION_SOURCE,
     AnyMemory,
     Edge,
     EdgeKind,
@@ -496,7 +497,7 @@ def _correction(
         success=success,
         n_steps=len(steps),
         version=proc.version + 1,
-        source="adjustment",
+        source=CORRECTION_SOURCE,
         source_ref=source_ref,
         created_by=produced.created_by,
         q=mem.config.q0,
@@ -513,7 +514,7 @@ def _correction(
             thought=s.thought,
             action=s.action,
             observation=s.observation,
-            source="adjustment",
+            source=CORRECTION_SOURCE,
             source_ref=source_ref,
             created_by=produced.created_by,
             q=mem.config.q0,
@@ -527,7 +528,7 @@ def _correction(
 def _correction_edges(namespace: str, correction: Correction, episode_id: str | None) -> list[Edge]:
     proc, steps = correction.procedure, correction.steps
     props: dict[str, Any] = {"at": utcnow().isoformat(), "change": correction.change}
-    props["source"] = "adjustment"
+    props["source"] = CORRECTION_SOURCE
     if episode_id is not None:
         props["episode"] = episode_id
     edges = [
