@@ -172,3 +172,28 @@ def test_edges_read_back_are_private() -> None:
     assert store.edges(NS, "a")[0].props == {"w": 1}
     assert next(iter(store.iter_edges(NS))).props == {"w": 1}
     store.close()
+
+
+def test_the_graph_keeps_adjacency_both_ways_and_untracked() -> None:
+    from graphmem.stores._graph import PackedGraph
+
+    g = PackedGraph()
+    for i in ("a", "b", "c"):
+        g.set_node(i, ("Note", 0, i))
+    g.set_edge("a", "b", "LINKS_TO", ("e", "ab"))
+    g.set_edge("a", "b", "LINKS_TO", ("e", "ab2"))  # replaced, not doubled
+    g.set_edge("c", "b", "SUPERSEDES", ("e", "cb"))
+    g.set_edge("b", "b", "LINKS_TO", ("e", "bb"))  # a loop
+    assert g.out_edges("a") == [("e", "ab2")]
+    assert sorted(g.in_edges("b")) == [("e", "ab2"), ("e", "bb"), ("e", "cb")]
+    assert g.has_in_edge("b", "SUPERSEDES") and not g.has_in_edge("a", "SUPERSEDES")
+    g.remove_node("b")
+    assert "b" not in g and len(g) == 2
+    assert g.out_edges("a") == [] and g.out_edges("c") == [] and list(g.edges()) == []
+    assert g.successors("a") == [] and g.predecessors("b") == []
+    g.set_edge("a", "c", "LINKS_TO", ("e", "ac"))
+    assert g.successors("a") == [("c", "LINKS_TO")] and g.predecessors("c") == [("a", "LINKS_TO")]
+    for _ in range(3):
+        gc.collect()
+    # Strings to tuples only: nothing in the graph for a full collection to walk.
+    assert not any(gc.is_tracked(d) for d in (g._nodes, g._edges, g._succ, g._pred))
