@@ -191,3 +191,19 @@ def test_speed_scale_corpus_mixes_namespaces_and_kinds() -> None:
     assert all((m.embedding is None) == (str(m.kind) == "Step") for m in memories)
     again = corpus.memories(*batches[0])
     assert [m.embedding for m in again] == [m.embedding for m in memories]  # deterministic
+
+
+def test_gc_pause_smoke_reports_each_way_of_holding_memories(tmp_path: Path) -> None:
+    gc_pause = cli_bench.load("bench.gc_pause")
+    rows = gc_pause.run(300, batch=100)
+    cases = [r["case"] for r in rows]
+    assert cases[:2] == ["nothing held (imported modules)", "embedded store (packed)"]
+    by_case = {r["case"]: r for r in rows}
+    nothing, packed = by_case[cases[0]], by_case[cases[1]]
+    # The packed store adds next to nothing the collector tracks (models: ~3 per memory).
+    assert packed["tracked"] - nothing["tracked"] < 0.3 * 300
+    if len(rows) == 3:
+        assert rows[2]["tracked"] - nothing["tracked"] > 2 * 300
+    out = tmp_path / "gc.md"
+    gc_pause.main(["--n", "200", "--out", str(out)])
+    assert "| embedded store (packed) |" in out.read_text(encoding="utf-8")
