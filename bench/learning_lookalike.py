@@ -67,7 +67,7 @@ from bench.learning import embedder_label, make_embedder, plot_runs
 from bench.paired import compare
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig, UpdateStrategy
 from graphmem.examples.metrics import EpisodeRecord, summarise
-from graphmem.models import MemoryKind, Trajectory, TrajectoryStep
+from graphmem.models import MemoryKind, Trajectory, TrajectoryStep, seeded_ids
 
 log = logging.getLogger(__name__)
 
@@ -331,9 +331,11 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
             for name in names:
                 bar.set_postfix_str(name)
                 store_dir = None if args.store == "memory" else Path(tmp) / f"{name}-{seed}"
-                per_cond[name].append(
-                    run_stream(CONDITIONS[name], params, seed, embedder, store_dir)
-                )
+                # Seeded ids: tied look-alikes rank by id, so random ids made runs differ.
+                with seeded_ids(seed):
+                    per_cond[name].append(
+                        run_stream(CONDITIONS[name], params, seed, embedder, store_dir)
+                    )
                 bar.update(1)
     bar.close()
     rows: list[dict[str, Any]] = []

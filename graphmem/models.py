@@ -14,8 +14,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 import re
+import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar, cast
@@ -54,8 +58,36 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+_ID_RNG: random.Random | None = None
+_ID_LOCK = threading.Lock()
+
+
 def new_id() -> str:
-    return uuid.uuid4().hex
+    """A new memory id: random (uuid4), or the next of a seeded sequence (:func:`seeded_ids`)."""
+    rng = _ID_RNG
+    if rng is None:
+        return uuid.uuid4().hex
+    with _ID_LOCK:
+        return uuid.UUID(int=rng.getrandbits(128), version=4).hex
+
+
+@contextmanager
+def seeded_ids(seed: int) -> Iterator[None]:
+    """New ids in this block (the whole process, every thread) are a sequence fixed by
+    ``seed``, for benchmarks and tests that must repeat: ties in similarity are broken by id,
+    so with random ids two runs of the same stream can rank tied memories differently.
+
+    Never write seeded ids into a store that another run with the same seed wrote: the ids
+    would repeat and the writes would replace that run's memories.
+    """
+    global _ID_RNG
+    with _ID_LOCK:
+        before, _ID_RNG = _ID_RNG, random.Random(seed)
+    try:
+        yield
+    finally:
+        with _ID_LOCK:
+            _ID_RNG = before
 
 
 def content_hash(*parts: str) -> str:

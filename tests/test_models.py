@@ -271,3 +271,16 @@ def test_construct_builds_the_model_validation_would_build() -> None:
     assert built.model_fields_set == checked.model_fields_set
     with pytest.raises(TypeError, match="private attributes"):
         construct(Retrieval, {})
+
+
+def test_seeded_ids_repeat_a_sequence_and_random_ids_come_back_after() -> None:
+    from graphmem.models import new_id, seeded_ids
+
+    with seeded_ids(7):
+        first = [new_id() for _ in range(3)]
+        assert Note(namespace="ns", content="c").id not in first
+    with seeded_ids(7):
+        again = [new_id() for _ in range(3)]
+    assert first == again and len(set(first)) == 3
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in first)
+    assert new_id() not in first and new_id() != new_id()
