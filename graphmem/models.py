@@ -18,7 +18,7 @@ import random
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -263,16 +263,18 @@ def check_vector_array(vector: Any, dimension: int | None = None) -> npt.NDArray
     return array
 
 
-def construct(cls: type[_M], values: dict[str, Any]) -> _M:
+def construct(cls: type[_M], values: dict[str, Any], fields_set: Iterable[str] | None = None) -> _M:
     """A ``cls`` holding ``values`` as they are: every field given, all of them valid already
     (what pydantic's ``model_construct`` does, without its per-field work, which cost a
-    retrieval at 1k memories more than its vector search). Not for models with private
-    attributes."""
+    retrieval at 1k memories more than its vector search). ``fields_set``: the fields marked
+    as set (default: all of them). Not for models with private attributes."""
     if cls.__private_attributes__:
         raise TypeError(f"{cls.__name__} has private attributes: build it with model_construct")
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", values)
-    object.__setattr__(model, "__pydantic_fields_set__", set(values))
+    object.__setattr__(
+        model, "__pydantic_fields_set__", set(values if fields_set is None else fields_set)
+    )
     object.__setattr__(model, "__pydantic_extra__", None)
     object.__setattr__(model, "__pydantic_private__", None)
     return model

@@ -20,7 +20,14 @@ from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from enum import Enum
 from typing import Any, get_args, get_origin
 
-from graphmem.models import MEMORY_CLASSES, AnyMemory, Edge, GraphmemModel, MemoryKind
+from graphmem.models import (
+    MEMORY_CLASSES,
+    AnyMemory,
+    Edge,
+    GraphmemModel,
+    MemoryKind,
+    construct,
+)
 
 Packed = tuple[Any, ...]
 """(kind, fields-set number, the field values in the model's field order)."""
@@ -141,10 +148,4 @@ def _fields(layout: _Layout, packed: Packed) -> dict[str, Any]:
 
 
 def _build(layout: _Layout, data: dict[str, Any], field_set: int) -> GraphmemModel:
-    # What pydantic's own copy does, without its per-field work: the values are validated.
-    model = layout.cls.__new__(layout.cls)
-    object.__setattr__(model, "__dict__", data)
-    object.__setattr__(model, "__pydantic_fields_set__", set(_FIELD_SETS[field_set]))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
-    return model
+    return construct(layout.cls, data, _FIELD_SETS[field_set])

@@ -132,8 +132,7 @@ class VectorIndex:
         self._matrix[row] = vector
         self._inv_norm[row] = 1.0 / float(np.linalg.norm(vector.astype(np.float64)))
         self._live[row] = True
-        self._masks.clear()
-        self.set_flags(memory_id, kind, obsolete)
+        self.set_flags(memory_id, kind, obsolete)  # and drops the kept filter masks
         if self._ann is not None:
             if moved:
                 self._key(memory_id, row)
