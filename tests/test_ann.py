@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from graphmem.models import Note, Task
-from graphmem.stores import _ann
+from graphmem.stores import _ann, _vectors
 from graphmem.stores._check import check_store, repair_store
 from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD
 from graphmem.stores.embedded import EmbeddedStore
@@ -89,8 +89,14 @@ def same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
     assert [s for _, s in a] == sorted((s for _, s in a), reverse=True)
 
 
-@pytest.fixture
-def pair() -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
+@pytest.fixture(params=["one block", "blocks of 64"])
+def pair(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
+    """An approximate and an exact store of the same 600 memories; with "blocks of 64" their
+    rows span ten blocks, so every search, gather and graph step crosses blocks."""
+    if request.param == "blocks of 64":
+        monkeypatch.setattr(_vectors, "BLOCK_ROWS", 64)
     vectors = clustered(600)
     approx = EmbeddedStore(None, ann_threshold=100)
     exact = EmbeddedStore(None, ann_threshold=None)
@@ -423,10 +429,8 @@ def test_the_setting_names_the_threshold(tmp_path: Path) -> None:
 
 
 def test_a_large_exact_scan_ranks_as_numpy() -> None:
-    """Past ``SMALL_SCAN`` rows the exact scan runs through einsum, not BLAS: same results."""
-    from graphmem.stores._vectors import SMALL_SCAN
-
-    vectors = clustered(SMALL_SCAN + 500)
+    """Past one block (``BLOCK_ROWS``) the exact scan multiplies block by block: same results."""
+    vectors = clustered(_vectors.BLOCK_ROWS + 500)
     store = EmbeddedStore(None, ann_threshold=None)
     store.upsert(
         [
@@ -434,6 +438,7 @@ def test_a_large_exact_scan_ranks_as_numpy() -> None:
             for i, v in enumerate(vectors)
         ]
     )
+    assert len(store._state.spaces[NS].vectors._blocks) == 2  # type: ignore[union-attr]
     for q in clustered(5, seed=11):
         sims = vectors @ (q / np.linalg.norm(q))
         want = np.argsort(-sims)[:10]
@@ -476,34 +481,46 @@ def test_a_script_that_exits_while_the_index_is_built_exits_cleanly(tmp_path: Pa
         assert "terminate called" not in done.stderr
 
 
-def test_growth_copies_into_a_matrix_prepared_in_the_background(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # From SPARE_FROM rows the doubled matrix is allocated (its pages touched) by a background
-    # thread once 3/4 of the rows are used; growing copies into it instead of concatenating
-    # under the write lock. Every vector must survive either path.
-    import time
-
-    from graphmem.stores import _vectors
-
-    monkeypatch.setattr(_vectors, "SPARE_FROM", 64)
-    index = _vectors.VectorIndex(8, capacity=64)
+def test_rows_grow_in_blocks_that_never_move() -> None:
+    # The first block doubles up to block_rows; after that each growth adds a block and leaves
+    # the others where they are (nothing copied under the write lock). Freed rows are reused in
+    # whichever block they are; every vector survives; search spans the blocks.
+    index = _vectors.VectorIndex(8, capacity=4, block_rows=64)
     rng = np.random.default_rng(1)
     rows = rng.standard_normal((300, 8)).astype(np.float32)
-    spares = []
-    asked = 0
-    for i, row in enumerate(rows):
+    for i, row in enumerate(rows[:64]):
         index.put(f"m{i}", row, "Note", False)
-        if index._spare_asked > asked:  # a spare was just asked for
-            asked = index._spare_asked
-            deadline = time.monotonic() + 10
-            while index._spare is None and time.monotonic() < deadline:
-                time.sleep(0.001)  # let the background allocation land before the growth
-            spares.append(index._spare)
-    assert index._capacity == 512 and asked == 512  # asked at 48/64, 96/128, 192/256
-    assert len(spares) == 3 and all(s is not None for s in spares)
-    assert any(index._matrix is s for s in spares)
-    for i, row in enumerate(rows):
-        got = index.get(f"m{i}")
+    assert [len(b) for b in index._blocks] == [64]
+    first = index._blocks[0]
+    for i, row in enumerate(rows[64:130], 64):
+        index.put(f"m{i}", row, "Note", False)
+    second = index._blocks[1]
+    for i, row in enumerate(rows[130:], 130):
+        index.put(f"m{i}", row, "Task" if i % 3 else "Note", i % 11 == 0)
+    assert [len(b) for b in index._blocks] == [64] * 5 and index._capacity == 320
+    assert index._blocks[0] is first and index._blocks[1] is second
+    for gone in ("m3", "m70", "m200"):
+        index.remove(gone)
+    index.put("new", rows[5] * 2, "Note", False)  # takes a freed row, not a new one
+    assert index._used == 300
+    kept = {f"m{i}": row for i, row in enumerate(rows)} | {"new": rows[5] * 2}
+    for gone in ("m3", "m70", "m200"):
+        del kept[gone]
+        assert index.get(gone) is None
+    for memory_id, row in kept.items():
+        got = index.get(memory_id)
         assert got is not None and np.array_equal(got, row)
-    assert not index._matrix[300:].any()
+    ids = list(kept)
+    matrix = np.stack([kept[i] for i in ids])
+    sims = (matrix @ rows[7]) / np.linalg.norm(matrix, axis=1) / np.linalg.norm(rows[7])
+    order = sorted(range(len(ids)), key=lambda j: (-sims[j], ids[j]))
+    found = index.search(rows[7], 20, include_obsolete=True)
+    assert [i for i, _ in found] == [ids[j] for j in order[:20]]
+    assert [s for _, s in found] == pytest.approx([float(sims[j]) for j in order[:20]], abs=1e-5)
+    tasks = index.search(rows[7], 300, kinds=["Task"])
+    assert {i for i, _ in tasks} == {
+        i
+        for i in kept
+        if i.startswith("m") and int(i[1:]) >= 130 and int(i[1:]) % 3 and int(i[1:]) % 11
+    }
+    assert not index._blocks[-1][300 - 256 :].any()  # rows never handed out stay empty

@@ -1,8 +1,13 @@
-"""A namespace's embeddings as one float32 matrix, searched by brute-force cosine similarity or,
-above a size threshold, through an approximate index.
+"""A namespace's embeddings as float32 rows, searched by brute-force cosine similarity or, above
+a size threshold, through an approximate index.
 
 Rows hold the vectors exactly as stored (float32); a parallel array holds each row's inverse
-norm, so a query costs one matrix-vector product. Freed rows are reused; capacity doubles.
+norm, so a query costs one matrix-vector product per block. Freed rows are reused. The rows live
+in blocks of ``BLOCK_ROWS``: the first doubles until it is that large, and after it each growth
+adds a block, so growing never copies more than half a block (a contiguous matrix of a million
+rows copied 1.6 GB under the write lock at its last doubling, into memory it first had to
+fault in, and kept a doubled spare beside it) and capacity exceeds the rows by less than a
+block.
 Per-row kind codes and obsolete flags let recall filter before ranking, so a filter never
 shrinks the top-k below what the namespace holds.
 
@@ -42,8 +47,11 @@ KIND_CODES: dict[str, int] = {kind.value: code for code, kind in enumerate(Memor
 DEFAULT_ANN_THRESHOLD = 20_000
 """Live rows in a namespace from which searches go through the approximate index (the
 ``EmbeddedStore(ann_threshold=...)`` default; ``None`` keeps every search exact)."""
-SMALL_SCAN = 4096
-"""Rows up to which the exact scan uses BLAS (single-threaded at that size, and faster)."""
+BLOCK_ROWS = 4096
+"""Rows per block of vectors (a power of two). The exact scan multiplies one block at a time:
+up to this size OpenBLAS keeps a matrix-vector product on one thread. Above a few thousand rows
+it splits one over threads that busy-wait for each other: on a loaded machine a 30k scan's p95
+went from 1.4 to 24 ms (and a query during a build past 100 ms)."""
 ANN_OVERFETCH = 4
 """Candidates asked of the approximate index per wanted result (at least ``ANN_MIN_FETCH``)."""
 ANN_MIN_FETCH = 64
@@ -56,11 +64,6 @@ ANN_BULK_CHUNK = 2048
 build): searches scan exactly then anyway, so a longer step delays none of them."""
 ANN_CLOSE_FINISH = 4096
 """Pending keys a close still puts into the graph so it can be saved in step."""
-SPARE_FROM = 8192
-"""Capacity (rows) from which the next, doubled matrix is allocated and its pages touched by a
-background thread once three quarters of the rows are in use: growing then copies the rows
-into memory that is already mapped (65k rows of 384 floats: 6 ms instead of 330-600 ms spent
-mostly in page faults, all of it under the store's write lock)."""
 
 
 def as_float32(values: Sequence[float] | npt.NDArray[np.float64]) -> Vector:
@@ -79,11 +82,25 @@ class VectorIndex:
     """Embeddings of one namespace, by memory id."""
 
     def __init__(
-        self, dimension: int, capacity: int = 16, *, ann_threshold: int | None = None
+        self,
+        dimension: int,
+        capacity: int = 16,
+        *,
+        ann_threshold: int | None = None,
+        block_rows: int | None = None,
     ) -> None:
+        block_rows = BLOCK_ROWS if block_rows is None else block_rows
+        if block_rows < 1 or block_rows & (block_rows - 1):
+            raise ValueError(f"block_rows must be a power of two, not {block_rows}")
         self.dimension = dimension
         self.ann_threshold = ann_threshold  # None: always exact
-        self._matrix = np.zeros((capacity, dimension), dtype=np.float32)
+        capacity = min(max(1, capacity), block_rows)
+        # Row r is self._blocks[r >> self._shift][r & self._offset]: the first block holds rows
+        # [0, block_rows) once it is full, and only then does a second one come.
+        self._blocks: list[Vector] = [np.zeros((capacity, dimension), dtype=np.float32)]
+        self._block_rows = block_rows
+        self._shift = block_rows.bit_length() - 1
+        self._offset = block_rows - 1
         self._inv_norm = np.zeros(capacity, dtype=np.float32)
         self._live = np.zeros(capacity, dtype=bool)
         self._kind = np.zeros(capacity, dtype=np.int8)
@@ -97,8 +114,6 @@ class VectorIndex:
         self._used = 0  # rows [0, _used) have been handed out at least once
         # (kinds, include_obsolete) → the rows those filters pass; emptied by every write.
         self._masks: dict[tuple[tuple[str, ...] | None, bool], npt.NDArray[np.bool_]] = {}
-        self._spare: Vector | None = None  # the next matrix, pages touched (see SPARE_FROM)
-        self._spare_asked = 0  # the capacity a spare was last asked for
         # The approximate index, while this namespace has one (see the module docstring).
         self._ann: _ann.AnnGraph | None = None
         self._ann_lock = threading.Lock()  # a builder step, a search through the graph
@@ -128,8 +143,8 @@ class VectorIndex:
         else:
             # A rewrite of a memory (a patch, a flag) usually keeps its embedding: the
             # approximate index is then left alone.
-            moved = not np.array_equal(self._matrix[row], vector)
-        self._matrix[row] = vector
+            moved = not np.array_equal(self._view(row), vector)
+        self._view(row)[:] = vector
         self._inv_norm[row] = 1.0 / float(np.linalg.norm(vector.astype(np.float64)))
         self._live[row] = True
         self.set_flags(memory_id, kind, obsolete)  # and drops the kept filter masks
@@ -171,12 +186,35 @@ class VectorIndex:
 
     def get(self, memory_id: str) -> Vector | None:
         row = self._row.get(memory_id)
-        return None if row is None else self._matrix[row].copy()
+        return None if row is None else self._view(row).copy()
 
     def row(self, memory_id: str) -> Vector | None:
         """The stored row itself (a view: read it at once, under the store's lock)."""
         row = self._row.get(memory_id)
-        return None if row is None else self._matrix[row]
+        return None if row is None else self._view(row)
+
+    def _view(self, row: int) -> Vector:
+        view: Vector = self._blocks[row >> self._shift][row & self._offset]
+        return view
+
+    def _gather(self, rows: npt.NDArray[np.int64]) -> Vector:
+        """The vectors of ``rows`` (a new matrix, one row each)."""
+        blocks = self._blocks
+        if len(blocks) == 1:
+            gathered: Vector = blocks[0][rows]
+            return gathered
+        if rows.size == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        shift, offset = self._shift, self._offset
+        return np.stack([blocks[r >> shift][r & offset] for r in rows.tolist()])
+
+    def _scan(self, unit: Vector, n: int) -> npt.NDArray[np.float32]:
+        """The raw products of rows [0, n) with ``unit``, a block at a time (see BLOCK_ROWS)."""
+        raw = np.empty(n, dtype=np.float32)
+        for lo, block in zip(range(0, n, self._block_rows), self._blocks, strict=False):
+            hi = min(n, lo + len(block))
+            np.matmul(block[: hi - lo], unit, out=raw[lo:hi])
+        return raw
 
     def search(
         self,
@@ -201,13 +239,8 @@ class VectorIndex:
                 self._ann_lock.release()
             if found is not None:
                 return found
-        matrix = self._matrix[:n]
-        # Above a few thousand rows OpenBLAS splits a matrix-vector product over threads that
-        # busy-wait for each other: on a loaded machine a 30k scan's p95 went from 1.4 to 24 ms
-        # (and a query during a build past 100 ms). einsum's own loop is single-threaded and as
-        # fast as one BLAS thread on a product this memory-bound.
-        raw = matrix @ unit if n <= SMALL_SCAN else np.einsum("ij,j->i", matrix, unit)
-        sims = raw * self._inv_norm[:n]
+        sims = self._scan(unit, n)
+        sims *= self._inv_norm[:n]
         np.clip(sims, -1.0, 1.0, out=sims)
         if min_sim is not None:
             mask &= sims >= np.float32(min_sim)
@@ -286,7 +319,7 @@ class VectorIndex:
         rows = rows[allowed[rows]]
         if rows.size < min(k, passing):
             return None
-        sims = (self._matrix[rows] @ unit) * self._inv_norm[rows]
+        sims = (self._gather(rows) @ unit) * self._inv_norm[rows]
         np.clip(sims, -1.0, 1.0, out=sims)
         if min_sim is not None:
             keep = sims >= np.float32(min_sim)
@@ -384,8 +417,9 @@ class VectorIndex:
         put = np.asarray([k for k, r in zip(keys, rows, strict=True) if r >= 0], dtype=np.uint64)
         graph.remove(gone)
         if put.size:
-            matrix = self._matrix  # read after the rows: a row past a growth is in the new one
-            graph.put(put, matrix[[r for r in rows if r >= 0]], threads=threads)
+            # Read after the keys left the pending set: a row written since is pending again.
+            kept = np.asarray([r for r in rows if r >= 0], dtype=np.int64)
+            graph.put(put, self._gather(kept), threads=threads)
 
     def finish_ann(self, limit: int = ANN_CLOSE_FINISH) -> bool:
         """Put what is pending into the graph now, if no more than ``limit`` keys are (a
@@ -443,7 +477,8 @@ class VectorIndex:
         have = np.asarray(rows, dtype=np.int64)[present]
         for lo in range(0, have.size, 8192):
             got = graph.vectors(want[present][lo : lo + 8192])
-            mine = self._matrix[have[lo : lo + 8192]] * self._inv_norm[have[lo : lo + 8192], None]
+            part = have[lo : lo + 8192]
+            mine = self._gather(part) * self._inv_norm[part, None]
             norms = np.linalg.norm(got, axis=1)
             cos = np.einsum("ij,ij->i", got, mine) / np.where(norms > 0, norms, 1)
             wrong += int(np.count_nonzero(cos < 1 - 1e-4))
@@ -457,38 +492,23 @@ class VectorIndex:
         if self._used == self._capacity:
             self._grow()
         self._used += 1
-        capacity = self._capacity
-        if capacity >= SPARE_FROM and self._used * 4 >= capacity * 3:
-            self._ask_spare(2 * capacity)
         return self._used - 1
 
-    def _ask_spare(self, capacity: int) -> None:
-        """Have the next matrix allocated and its pages touched off the write path."""
-        if self._spare_asked >= capacity:
-            return
-        self._spare_asked = capacity
-        threading.Thread(
-            target=self._make_spare, args=(capacity,), name="graphmem-vectors-spare", daemon=True
-        ).start()
-
-    def _make_spare(self, capacity: int) -> None:
-        spare = np.empty((capacity, self.dimension), dtype=np.float32)
-        spare.fill(0.0)  # touches every page (numpy releases the GIL while it fills)
-        self._spare = spare
-
     def _grow(self) -> None:
-        capacity = max(16, 2 * self._capacity)
-        extra = capacity - self._capacity
-        spare, self._spare = self._spare, None
-        if spare is not None and len(spare) == capacity:
-            spare[: self._capacity] = self._matrix
-            self._matrix = spare
+        """Room for more rows: the first block doubled (a copy of at most half a block), or
+        once it is full, one more block. A new block's pages are faulted in row by row as rows
+        are written, not all at once under the write lock."""
+        first = self._blocks[0]
+        if len(first) < self._block_rows:
+            grown = np.zeros((min(2 * len(first), self._block_rows), self.dimension), np.float32)
+            grown[: len(first)] = first
+            self._blocks[0] = grown
         else:
-            self._matrix = np.concatenate(
-                [self._matrix, np.zeros((extra, self.dimension), dtype=np.float32)]
-            )
-        self._inv_norm = np.concatenate([self._inv_norm, np.zeros(extra, dtype=np.float32)])
-        self._live = np.concatenate([self._live, np.zeros(extra, dtype=bool)])
-        self._kind = np.concatenate([self._kind, np.zeros(extra, dtype=np.int8)])
-        self._obsolete = np.concatenate([self._obsolete, np.zeros(extra, dtype=bool)])
-        self._capacity = capacity
+            self._blocks.append(np.zeros((self._block_rows, self.dimension), dtype=np.float32))
+        self._capacity = sum(len(block) for block in self._blocks)
+        if len(self._live) < self._capacity:  # the per-row arrays double (7 bytes a row)
+            extra = max(self._capacity, 2 * len(self._live)) - len(self._live)
+            self._inv_norm = np.concatenate([self._inv_norm, np.zeros(extra, dtype=np.float32)])
+            self._live = np.concatenate([self._live, np.zeros(extra, dtype=bool)])
+            self._kind = np.concatenate([self._kind, np.zeros(extra, dtype=np.int8)])
+            self._obsolete = np.concatenate([self._obsolete, np.zeros(extra, dtype=bool)])
