@@ -21,6 +21,7 @@ import gc
 import logging
 import os
 import platform
+import resource
 import threading
 import time
 from collections.abc import Callable
@@ -98,9 +99,13 @@ def one_size(
     t0 = time.perf_counter()
     thread = threading.Thread(target=query_loop if measure_during else stop.wait)
     thread.start()
+    longest_batch = 0.0
     try:
         for lo in range(0, n, batch):
-            store.upsert(procedures(data, "bench", lo, min(n, lo + batch)))
+            memories = procedures(data, "bench", lo, min(n, lo + batch))
+            t_batch = time.perf_counter()
+            store.upsert(memories)
+            longest_batch = max(longest_batch, time.perf_counter() - t_batch)
             if freeze_gc:
                 gc.freeze()  # what an application may do: see README, "Scale"
     finally:
@@ -141,6 +146,8 @@ def one_size(
         "during_n": len(during),
         "during_cpu_max": max(during_cpu) if during_cpu else float("nan"),
         "ingest_s": ingest_s,
+        "longest_batch_ms": longest_batch * 1000,
+        "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2,
         "full_gc": full_gc,
         "catch_up_s": catch_up_s,
         "indexed": vectors is not None and vectors.ann_active,
@@ -192,8 +199,8 @@ def main(argv: list[str] | None = None) -> None:
         "| exact store p95 ms | numpy p95 ms "
         "| default / numpy p95 | recall@5 vs exact | longest query during ingest ms (p99) "
         "| its CPU ms (longest) | full GC pauses during ingest: count, longest ms "
-        "| ingest s | index catch-up after ingest s |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| ingest s | longest batch ms | index catch-up after ingest s | peak RSS GiB |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         d50, d95 = percentiles(r["times"]["default store: two-phase"])
@@ -207,13 +214,16 @@ def main(argv: list[str] | None = None) -> None:
             f"| {r['recall']:.4f} | {r['during_max']:.1f} ({r['during_p99']:.1f}, "
             f"{r['during_n']} queries) | {r['during_cpu_max']:.1f} "
             f"| {len(r['full_gc'])}, {max(r['full_gc'], default=0.0):.0f} | {r['ingest_s']:.1f} "
-            f"| {r['catch_up_s']:.1f} |"
+            f"| {r['longest_batch_ms']:.1f} | {r['catch_up_s']:.1f} | {r['peak_rss_gb']:.2f} |"
         )
     lines += [
         "",
         "*alone*: the default store's 300 queries again, back to back, after the rest; in the "
         "turns before it, each block of its queries follows the exact store's and numpy's scans "
-        "of their whole matrices, which evict its graph from the caches.",
+        "of their whole matrices, which evict its graph from the caches. *longest batch*: the "
+        "longest single `upsert` of a batch during the ingest (it holds the write lock). *peak "
+        "RSS*: the whole process's so far (the default store, the exact store, numpy's copy and "
+        "the data set).",
         "",
         f"Memories were added in batches of {args.batch} while one thread retrieved, pausing "
         f"{args.gap_ms:g} ms between queries (an agent's pace, and room for the index to build); "
@@ -222,9 +232,10 @@ def main(argv: list[str] | None = None) -> None:
         "waited for). Targets "
         "(issue 32): two-phase p95 ≤ 3 ms at 100k and ≤ 10 ms at 1M, recall@5 ≥ 0.98, p95 at 1k "
         "≤ 3× numpy, no query > 100 ms while 100k memories are added. A full collection of "
-        "CPython's garbage collector scans every tracked object (about six per memory) and "
-        "stops every thread; with `--freeze-gc` the memories are moved out of its reach "
-        "after each batch" + (" (this run)." if args.freeze_gc else " (not this run)."),
+        "CPython's garbage collector scans every tracked object and stops every thread (the "
+        "store keeps its memories packed, out of its reach: `bench.gc_pause`); with "
+        "`--freeze-gc` everything is moved out of its reach after each batch"
+        + (" (this run)." if args.freeze_gc else " (not this run)."),
         "",
     ]
     args.out.parent.mkdir(parents=True, exist_ok=True)
