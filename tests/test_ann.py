@@ -524,3 +524,6 @@ def test_rows_grow_in_blocks_that_never_move() -> None:
         if i.startswith("m") and int(i[1:]) >= 130 and int(i[1:]) % 3 and int(i[1:]) % 11
     }
     assert not index._blocks[-1][300 - 256 :].any()  # rows never handed out stay empty
+    for picked in (rng.choice(300, 7), rng.choice(300, 250), np.zeros(0, dtype=np.int64)):
+        want = np.stack([index._blocks[r // 64][r % 64] for r in picked] or [np.zeros(8)])
+        assert np.array_equal(index._gather(picked), want[: len(picked)])

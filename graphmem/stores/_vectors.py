@@ -48,10 +48,13 @@ DEFAULT_ANN_THRESHOLD = 20_000
 """Live rows in a namespace from which searches go through the approximate index (the
 ``EmbeddedStore(ann_threshold=...)`` default; ``None`` keeps every search exact)."""
 BLOCK_ROWS = 4096
-"""Rows per block of vectors (a power of two). The exact scan multiplies one block at a time:
-up to this size OpenBLAS keeps a matrix-vector product on one thread. Above a few thousand rows
-it splits one over threads that busy-wait for each other: on a loaded machine a 30k scan's p95
-went from 1.4 to 24 ms (and a query during a build past 100 ms)."""
+"""Rows per block of vectors (a power of two)."""
+SMALL_SCAN = 4096
+"""Rows up to which the exact scan is one BLAS matrix-vector product. Above that it is numpy's
+own single-threaded loop (einsum), a block at a time: OpenBLAS splits a large product over
+threads that busy-wait for each other, and on a loaded machine a 30k scan's p95 went from 1.4
+to 24 ms (and a query during a build past 100 ms); einsum is as fast as one BLAS thread on a
+product this memory-bound."""
 ANN_OVERFETCH = 4
 """Candidates asked of the approximate index per wanted result (at least ``ANN_MIN_FETCH``)."""
 ANN_MIN_FETCH = 64
@@ -203,17 +206,28 @@ class VectorIndex:
         if len(blocks) == 1:
             gathered: Vector = blocks[0][rows]
             return gathered
-        if rows.size == 0:
-            return np.zeros((0, self.dimension), dtype=np.float32)
+        out = np.empty((rows.size, self.dimension), dtype=np.float32)
         shift, offset = self._shift, self._offset
-        return np.stack([blocks[r >> shift][r & offset] for r in rows.tolist()])
+        if rows.size <= 4 * len(blocks):  # few rows, likely in as many blocks: one by one
+            for i, r in enumerate(rows.tolist()):
+                out[i] = blocks[r >> shift][r & offset]
+            return out
+        which = rows >> shift
+        order = np.argsort(which, kind="stable")
+        cuts = np.flatnonzero(np.diff(which[order])) + 1
+        for part in np.split(order, cuts):  # the rows of one block at a time
+            out[part] = blocks[int(which[part[0]])][rows[part] & offset]
+        return out
 
     def _scan(self, unit: Vector, n: int) -> npt.NDArray[np.float32]:
-        """The raw products of rows [0, n) with ``unit``, a block at a time (see BLOCK_ROWS)."""
+        """The raw products of rows [0, n) with ``unit`` (see SMALL_SCAN)."""
+        if n <= min(SMALL_SCAN, len(self._blocks[0])):
+            small: npt.NDArray[np.float32] = self._blocks[0][:n] @ unit
+            return small
         raw = np.empty(n, dtype=np.float32)
         for lo, block in zip(range(0, n, self._block_rows), self._blocks, strict=False):
             hi = min(n, lo + len(block))
-            np.matmul(block[: hi - lo], unit, out=raw[lo:hi])
+            np.einsum("ij,j->i", block[: hi - lo], unit, out=raw[lo:hi])
         return raw
 
     def search(
