@@ -90,6 +90,14 @@ def same(a: list[tuple[str, float]], b: list[tuple[str, float]]) -> None:
 
 
 @pytest.fixture(params=["one block", "blocks of 64"])
+def blocks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Stores made in the test keep their vectors in one block, or in blocks of 64 rows."""
+    if request.param == "blocks of 64":
+        monkeypatch.setattr(_vectors, "BLOCK_ROWS", 64)
+    return str(request.param)
+
+
+@pytest.fixture(params=["one block", "blocks of 64"])
 def pair(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
@@ -310,7 +318,7 @@ def test_a_search_during_a_build_does_not_wait_for_it(monkeypatch: pytest.Monkey
 
 
 def test_the_index_is_saved_and_loaded_on_open(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, blocks: str
 ) -> None:
     root = tmp_path / "s"
     vectors = clustered(300)
@@ -341,7 +349,7 @@ def test_the_index_is_saved_and_loaded_on_open(
     assert report.intact and not report.index_problems and len(report.indexes) == 1
 
 
-def test_store_check_catches_a_damaged_or_wrong_index(tmp_path: Path) -> None:
+def test_store_check_catches_a_damaged_or_wrong_index(tmp_path: Path, blocks: str) -> None:
     from graphmem.cli import main as cli_main
 
     root = tmp_path / "s"
