@@ -74,7 +74,7 @@ from bench.common import (
 )
 from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
 from graphmem.examples.metrics import EpisodeRecord, summarise
-from graphmem.models import Granularity, Hit, MemoryKind, Procedure
+from graphmem.models import Granularity, Hit, MemoryKind, Procedure, seeded_ids
 
 log = logging.getLogger(__name__)
 
@@ -381,31 +381,34 @@ def run_condition(
     stream += [(s, n_blocks, True) for s in repeat]
     started = time.perf_counter()
     try:
-        for seed, epoch, again in stream:
-            calls_before = policy.calls if llm_policy else 0
-            mem_calls = memory.llm.usage.snapshot().calls if memory.llm else 0
-            t0 = time.perf_counter()
-            with token_counter(llm_policy is not None or llm is not None) as tokens:
-                out = run_task(graph, seed, context)
-                used_tokens = tokens()
-            calls = (policy.calls - calls_before) if llm_policy else 0
-            if memory.llm:
-                calls += memory.llm.usage.snapshot().calls - mem_calls
-            run.episodes.append(
-                Episode(
-                    seed=seed,
-                    epoch=epoch,
-                    success=bool(out.get("success")),
-                    steps=len(out.get("steps", [])),
-                    seconds=time.perf_counter() - t0,
-                    llm_calls=calls,
-                    llm_tokens=used_tokens,
-                    repeat=again,
-                    followed=len(out.get("followed", [])),
+        # Seeded ids (each condition's store is new): memories with the same key tie in
+        # similarity, and ties go by id, so with random ids two runs could rank them apart.
+        with seeded_ids(0):
+            for seed, epoch, again in stream:
+                calls_before = policy.calls if llm_policy else 0
+                mem_calls = memory.llm.usage.snapshot().calls if memory.llm else 0
+                t0 = time.perf_counter()
+                with token_counter(llm_policy is not None or llm is not None) as tokens:
+                    out = run_task(graph, seed, context)
+                    used_tokens = tokens()
+                calls = (policy.calls - calls_before) if llm_policy else 0
+                if memory.llm:
+                    calls += memory.llm.usage.snapshot().calls - mem_calls
+                run.episodes.append(
+                    Episode(
+                        seed=seed,
+                        epoch=epoch,
+                        success=bool(out.get("success")),
+                        steps=len(out.get("steps", [])),
+                        seconds=time.perf_counter() - t0,
+                        llm_calls=calls,
+                        llm_tokens=used_tokens,
+                        repeat=again,
+                        followed=len(out.get("followed", [])),
+                    )
                 )
-            )
-            if progress is not None:
-                progress.update(1)
+                if progress is not None:
+                    progress.update(1)
         run.memories = {
             k: v for k, v in memory.store.counts(context.namespace).items() if k != "edges"
         }

@@ -654,21 +654,25 @@ def _play_one(
     import logging
 
     from bench.common import make_embedder
+    from graphmem.models import seeded_ids
 
     logging.getLogger("graphmem").setLevel(logging.ERROR)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
     envs = open_envs(sorted({f for f, _ in plan}), budget)
+    # Seeded ids (each condition's store is new): memories with the same text tie in
+    # similarity, and ties go by id, so with random ids two runs could rank them apart.
     try:
-        return play_stream(
-            CONDITIONS[name],
-            plan,
-            fold=fold,
-            budget=budget,
-            handover=handover,
-            embedder=make_embedder(embedder_name),
-            envs=envs,
-            items=items,
-        )
+        with seeded_ids(0):
+            return play_stream(
+                CONDITIONS[name],
+                plan,
+                fold=fold,
+                budget=budget,
+                handover=handover,
+                embedder=make_embedder(embedder_name),
+                envs=envs,
+                items=items,
+            )
     finally:
         for env in envs.values():
             env.close()
