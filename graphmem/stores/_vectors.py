@@ -240,10 +240,24 @@ class VectorIndex:
         min_sim: float | None = None,
     ) -> list[tuple[str, float]]:
         """The top-k (id, cosine) among rows passing the filters, best first."""
+        unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
+        return self.search_unit(
+            unit, k, kinds=kinds, include_obsolete=include_obsolete, min_sim=min_sim
+        )
+
+    def search_unit(
+        self,
+        unit: Vector,
+        k: int,
+        *,
+        kinds: Sequence[str] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[tuple[str, float]]:
+        """:meth:`search` for a query already of unit length (float32)."""
         n = self._used
         if n == 0 or k <= 0:
             return []
-        unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
         mask = self._filter_mask(n, kinds, include_obsolete).copy()
         # Never waits: while the builder holds the lock, or lags, the exact scan answers.
         if self._ann is not None and self._ann_lock.acquire(blocking=False):

@@ -51,6 +51,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import (
     DimensionMismatch,
@@ -720,12 +722,13 @@ class EmbeddedStore(MemoryStore):
             raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
         with self._read():
-            query = as_float32(check_vector_array(vector, self._state.dimension))
+            query = check_vector_array(vector, self._state.dimension)  # finite, norm in bounds
+            unit = (query / np.linalg.norm(query)).astype(np.float32)
             space = self._state.spaces.get(namespace)
             if space is None or space.vectors is None:
                 return []
-            hits = space.vectors.search(
-                query, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
+            hits = space.vectors.search_unit(
+                unit, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
             )
             # Built without validation: the copies are of validated memories and sim a float.
             # Whether each is superseded comes along, as from Neo4j: no second call for it.
