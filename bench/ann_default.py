@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> None:
         "python -m bench.ann_default"
         + (f" --sizes {args.sizes}" if args.sizes != "1000,100000" else "")
         + (" --no-during" if args.no_during else "")
+        + (f" --batch {args.batch}" if args.batch != 100 else "")
         + (" --freeze-gc" if args.freeze_gc else "")
     )
     lines = [
