@@ -196,4 +196,32 @@ def test_the_graph_keeps_adjacency_both_ways_and_untracked() -> None:
     for _ in range(3):
         gc.collect()
     # Strings to tuples only: nothing in the graph for a full collection to walk.
-    assert not any(gc.is_tracked(d) for d in (g._nodes, g._edges, g._succ, g._pred))
+    maps = (g._nodes, g._edges, g._succ, g._pred)
+    assert not any(gc.is_tracked(m._old) or gc.is_tracked(m._new) for m in maps)
+
+
+def test_a_settling_map_keeps_its_large_dict_untracked_while_it_grows() -> None:
+    # New entries are tracked tuples until a collection has seen them; a dict holding one is
+    # tracked, and only a full collection untracks it. The map moves entries into its large
+    # dict only once they are untracked, so that dict is never tracked, even mid-ingest.
+    from graphmem.stores._graph import SETTLE_EVERY, SettlingMap
+
+    m: SettlingMap[tuple[str, str], tuple[str, ...]] = SettlingMap()
+    n = 6 * SETTLE_EVERY
+    for i in range(n):
+        m[(f"k{i}", "x")] = ("v", str(i), ("nested", str(i)))
+        if i % 500 == 0:
+            gc.collect(0)  # what the interpreter does every few hundred allocations
+        assert not gc.is_tracked(m._old)
+    assert len(m._old) > n // 2 and len(m) == n
+    assert len(m._old) + len(m._new) == n and not set(m._old) & set(m._new)
+    settled = next(iter(m._old))
+    m[settled] = ("v", "again")  # an overwrite of a settled key: now new, the old one gone
+    assert m[settled] == ("v", "again") and settled in m._new and settled not in m._old
+    assert m.get(("k1", "x")) == ("v", "1", ("nested", "1")) and m.get(("no", "x")) is None
+    assert m.pop(("k2", "x")) == ("v", "2", ("nested", "2")) and m.pop(("k2", "x")) is None
+    del m[("k3", "x")]
+    assert ("k3", "x") not in m and len(m) == n - 2
+    assert sorted(m) == sorted(k for k, _ in m.items()) and len(list(m.values())) == n - 2
+    with pytest.raises(KeyError):
+        m[("k3", "x")]
