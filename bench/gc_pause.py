@@ -8,6 +8,11 @@ turn, in one process, and times ``gc.collect()`` in thread CPU time (the median 
 - the embedded store with its defaults (memories and edges packed: ``stores/_packed.py``);
 - the same memories as pydantic models in a networkx ``MultiDiGraph``, one node attribute dict
   each: how the embedded store held them before it packed them (networkx must be installed).
+
+It also records, in thread CPU time, every full collection that ran while each case was being
+built, in batches of 1,000: what a full collection costs while memories are being added, when
+the newest ones are still tracked (their own objects and, unless the store keeps them apart,
+every container that holds them).
 """
 
 from __future__ import annotations
@@ -39,11 +44,40 @@ def full_collection_ms(repeat: int = 5) -> float:
     return statistics.median(times)
 
 
+class FullCollections:
+    """The thread CPU time (ms) of each full collection that runs inside the ``with`` block."""
+
+    def __init__(self) -> None:
+        self.cpu_ms: list[float] = []
+        self._started = 0.0
+
+    def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.thread_time()
+        else:
+            self.cpu_ms.append((time.thread_time() - self._started) * 1000)
+
+    def __enter__(self) -> FullCollections:
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+
 def measure(label: str, hold: Callable[[], Any]) -> dict[str, Any]:
-    held = hold()
+    with FullCollections() as during:
+        held = hold()
     gc.collect()
     gc.collect()  # a second pass untracks what the first left one level deep
-    row = {"case": label, "tracked": len(gc.get_objects()), "gc_ms": full_collection_ms()}
+    row = {
+        "case": label,
+        "tracked": len(gc.get_objects()),
+        "gc_ms": full_collection_ms(),
+        "during_ms": during.cpu_ms,
+    }
     del held
     gc.collect()
     return row
@@ -85,10 +119,18 @@ def report(n: int, rows: list[dict[str, Any]], load: tuple[float, float]) -> str
         f"dropped in turn in one process. Machine: {platform.machine()}, {os.cpu_count()} CPUs, "
         f"load average {load[0]:.1f} at the start and {load[1]:.1f} at the end.",
         "",
-        "| held | objects the collector tracks | full collection, CPU ms |",
-        "|---|---:|---:|",
+        "| held | objects the collector tracks | full collection, CPU ms "
+        "| full collections while it was built: count, longest / p90 CPU ms |",
+        "|---|---:|---:|---:|",
     ]
-    lines += [f"| {r['case']} | {r['tracked']:,} | {r['gc_ms']:.1f} |" for r in rows]
+    for r in rows:
+        during = sorted(r["during_ms"])
+        p90 = during[int(0.9 * (len(during) - 1))] if during else 0.0
+        longest = during[-1] if during else 0.0
+        lines.append(
+            f"| {r['case']} | {r['tracked']:,} | {r['gc_ms']:.1f} "
+            f"| {len(during)}, {longest:.1f} / {p90:.1f} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -207,3 +207,5 @@ def test_gc_pause_smoke_reports_each_way_of_holding_memories(tmp_path: Path) -> 
     out = tmp_path / "gc.md"
     gc_pause.main(["--n", "200", "--out", str(out)])
     assert "| embedded store (packed) |" in out.read_text(encoding="utf-8")
+    assert all(isinstance(r["during_ms"], list) for r in rows)
+    assert "full collections while it was built" in out.read_text(encoding="utf-8")
