@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from bench.ann_embedded import percentiles, timed
+from bench.gc_pause import FullCollections
 from bench.speed_systems import LookupEmbedder, NumpyBrute, make_dataset, procedures
 
 log = logging.getLogger("bench.ann_default")
@@ -85,22 +86,11 @@ def one_size(
             i += 1
             time.sleep(gap_ms / 1000)
 
-    full_gc: list[float] = []  # CPython's full collections during the ingest, ms
-    gc_started = [0.0]
-
-    def on_gc(phase: str, info: dict[str, Any]) -> None:
-        if info["generation"] == 2:
-            if phase == "start":
-                gc_started[0] = time.perf_counter()
-            else:
-                full_gc.append((time.perf_counter() - gc_started[0]) * 1000)
-
-    gc.callbacks.append(on_gc)
     t0 = time.perf_counter()
     thread = threading.Thread(target=query_loop if measure_during else stop.wait)
     thread.start()
     longest_batch = 0.0
-    try:
+    with FullCollections() as collections:  # CPython's full collections during the ingest
         for lo in range(0, n, batch):
             memories = procedures(data, "bench", lo, min(n, lo + batch))
             t_batch = time.perf_counter()
@@ -108,8 +98,7 @@ def one_size(
             longest_batch = max(longest_batch, time.perf_counter() - t_batch)
             if freeze_gc:
                 gc.freeze()  # what an application may do: see README, "Scale"
-    finally:
-        gc.callbacks.remove(on_gc)
+    full_gc = collections.wall_ms
     ingest_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     assert store.wait_for_index(3600)

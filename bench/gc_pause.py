@@ -45,19 +45,22 @@ def full_collection_ms(repeat: int = 5) -> float:
 
 
 class FullCollections:
-    """The thread CPU time (ms) of each full collection that runs inside the ``with`` block."""
+    """The thread CPU time and the wall time (ms) of each full collection that runs inside the
+    ``with`` block."""
 
     def __init__(self) -> None:
         self.cpu_ms: list[float] = []
-        self._started = 0.0
+        self.wall_ms: list[float] = []
+        self._started = (0.0, 0.0)
 
     def _on_gc(self, phase: str, info: dict[str, Any]) -> None:
         if info["generation"] != 2:
             return
         if phase == "start":
-            self._started = time.thread_time()
+            self._started = (time.thread_time(), time.perf_counter())
         else:
-            self.cpu_ms.append((time.thread_time() - self._started) * 1000)
+            self.cpu_ms.append((time.thread_time() - self._started[0]) * 1000)
+            self.wall_ms.append((time.perf_counter() - self._started[1]) * 1000)
 
     def __enter__(self) -> FullCollections:
         gc.callbacks.append(self._on_gc)

@@ -97,14 +97,10 @@ def blocks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> s
     return str(request.param)
 
 
-@pytest.fixture(params=["one block", "blocks of 64"])
-def pair(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
+@pytest.fixture
+def pair(blocks: str) -> tuple[EmbeddedStore, EmbeddedStore, np.ndarray]:
     """An approximate and an exact store of the same 600 memories; with "blocks of 64" their
     rows span ten blocks, so every search, gather and graph step crosses blocks."""
-    if request.param == "blocks of 64":
-        monkeypatch.setattr(_vectors, "BLOCK_ROWS", 64)
     vectors = clustered(600)
     approx = EmbeddedStore(None, ann_threshold=100)
     exact = EmbeddedStore(None, ann_threshold=None)
@@ -522,10 +518,11 @@ def test_rows_grow_in_blocks_that_never_move() -> None:
     matrix = np.stack([kept[i] for i in ids])
     sims = (matrix @ rows[7]) / np.linalg.norm(matrix, axis=1) / np.linalg.norm(rows[7])
     order = sorted(range(len(ids)), key=lambda j: (-sims[j], ids[j]))
-    found = index.search(rows[7], 20, include_obsolete=True)
+    query = rows[7] / np.linalg.norm(rows[7])
+    found = index.search(query, 20, include_obsolete=True)
     assert [i for i, _ in found] == [ids[j] for j in order[:20]]
     assert [s for _, s in found] == pytest.approx([float(sims[j]) for j in order[:20]], abs=1e-5)
-    tasks = index.search(rows[7], 300, kinds=["Task"])
+    tasks = index.search(query, 300, kinds=["Task"])
     assert {i for i, _ in tasks} == {
         i
         for i in kept

@@ -232,21 +232,6 @@ class VectorIndex:
 
     def search(
         self,
-        query: Vector,
-        k: int,
-        *,
-        kinds: Sequence[str] | None = None,
-        include_obsolete: bool = False,
-        min_sim: float | None = None,
-    ) -> list[tuple[str, float]]:
-        """The top-k (id, cosine) among rows passing the filters, best first."""
-        unit = (query / np.float32(np.linalg.norm(query.astype(np.float64)))).astype(np.float32)
-        return self.search_unit(
-            unit, k, kinds=kinds, include_obsolete=include_obsolete, min_sim=min_sim
-        )
-
-    def search_unit(
-        self,
         unit: Vector,
         k: int,
         *,
@@ -254,7 +239,8 @@ class VectorIndex:
         include_obsolete: bool = False,
         min_sim: float | None = None,
     ) -> list[tuple[str, float]]:
-        """:meth:`search` for a query already of unit length (float32)."""
+        """The top-k (id, cosine) among rows passing the filters, best first, for a query of
+        unit length (float32; the store checks and normalises it)."""
         n = self._used
         if n == 0 or k <= 0:
             return []

@@ -727,7 +727,7 @@ class EmbeddedStore(MemoryStore):
             space = self._state.spaces.get(namespace)
             if space is None or space.vectors is None:
                 return []
-            hits = space.vectors.search_unit(
+            hits = space.vectors.search(
                 unit, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
             )
             # Built without validation: the copies are of validated memories and sim a float.
