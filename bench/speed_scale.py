@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import neo4j
 import numpy as np
 
 from bench import common
@@ -149,6 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from graphmem.config import RetrievalConfig
     from graphmem.stores import cypher
     from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j_rows import filter_key
 
     settings = common.neo4j_settings()
     if settings is None:
@@ -234,19 +236,53 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = RetrievalConfig(
         k1=args.k1, k2=args.k2, lam=args.lam, kinds=("Note", "Procedure", "Tip", "Task")
     )
+    notes = RetrievalConfig(k1=args.k1, k2=args.k2, lam=args.lam, kinds=("Note",))
     retriever = VectorRetriever(fresh.driver, cypher.VECTOR_INDEX, neo4j_database=db)
+    # graphrag 1.22 reads an index's filter properties from `vector.filterable_properties` in
+    # its options, which 2026.09's SHOW VECTOR INDEXES does not report (they are among its
+    # properties), so it would answer a filtered search by an exact scan of every Memory. Told
+    # them, it filters inside the index with SEARCH, as graphmem does: its best path.
+    retriever._filterable_properties = [cypher.FILTER_KEY]
+    # The bare statement is run without the store's session settings, so the server's notice
+    # that no SUPERSEDES relationship exists yet would be logged for every query.
+    logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     result["load_before_timing"] = list(os.getloadavg())
     for ns in namespaces:
+        note_key = filter_key(ns, "Note", False)
         cases = [
             Case(
-                f"graphmem neo4j: two-phase λ={args.lam} ({ns})",
+                f"graphmem neo4j: two-phase λ={args.lam} ({ns}, 4 kinds)",
                 _two_phase(mem, ns, cfg),
                 max_queries=args.queries,
             ),
             Case(
-                "neo4j-graphrag VectorRetriever",
+                "neo4j-graphrag VectorRetriever, unfiltered (any namespace)",
                 lambda i: retriever.get_search_results(
                     query_vector=queries[i].tolist(), top_k=args.k1
+                ),
+                max_queries=args.queries,
+            ),
+            Case(
+                f"graphmem neo4j: two-phase λ={args.lam} ({ns}, Notes)",
+                _two_phase(mem, ns, notes),
+                max_queries=args.queries,
+            ),
+            Case(
+                "neo4j-graphrag VectorRetriever, filtered to the same Notes",
+                lambda i, key=note_key: retriever.get_search_results(
+                    query_vector=queries[i].tolist(),
+                    top_k=args.k1,
+                    filters={cypher.FILTER_KEY: key},
+                ),
+                max_queries=args.queries,
+            ),
+            Case(
+                "graphmem's recall statement alone (same Notes; driver, no store)",
+                lambda i, key=note_key: driver.execute_query(
+                    cypher.RECALL_SEARCH,
+                    {"vector": queries[i].tolist(), "candidates": args.k1, "keys": [key]},
+                    database_=db,
+                    routing_=neo4j.RoutingControl.READ,
                 ),
                 max_queries=args.queries,
             ),
@@ -268,6 +304,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "CALL (m) { DETACH DELETE m } IN TRANSACTIONS OF 10000 ROWS",
                     ns=corpus.namespace(rank),
                 ).consume()
+                # and the embedder each namespace recorded: a run at another size would
+                # otherwise meet another corpus's query probe and refuse it
+                store.record_embedder(corpus.namespace(rank), None, replace=True)
     fresh.close()
     store.close()
     return result
@@ -309,7 +348,38 @@ def render(result: dict[str, Any]) -> str:
             f"| {row['case']} | {row['namespace_size']:,} | {row['p50_ms']:.2f} | "
             f"{row['p95_ms']:.2f} | {row['samples']} |"
         )
+    lines += ["", *_ratio_lines(result["latency"]), "", CASES_NOTE]
     return "\n".join(lines) + "\n"
+
+
+CASES_NOTE = (
+    "Each namespace's cases were timed round-robin, query by query. *4 kinds*: two-phase "
+    "retrieval of the namespace's live Notes, Procedures, Tips and Tasks, beside graphrag's "
+    "retriever asked for the k1 nearest memories of the whole index, any namespace or kind (the "
+    "target's baseline: a cheaper question, whose answer a tenant could not use). *Notes*: "
+    "two-phase retrieval of the namespace's live Notes, beside graphrag's retriever asked the "
+    "same question (`filters={filter_key: '<namespace>|Note|live'}`, run as an in-index "
+    "filtered `SEARCH`: graphrag 1.22 misses the index's filter property on 2026.09 and is told "
+    "it, else it would scan every Memory exactly), and graphmem's recall statement for it run "
+    "bare on the driver (the server's share of a recall, with no store code around it)."
+)
+
+
+def _ratio_lines(latency: list[dict[str, Any]]) -> list[str]:
+    """p95 ratios per namespace: graphmem to graphrag for the unscoped and the scoped question."""
+    out = []
+    for ns in dict.fromkeys(row["namespace"] for row in latency):
+        rows = [row for row in latency if row["namespace"] == ns]
+        if len(rows) < 5:
+            continue
+        four, unfiltered, notes, filtered, bare = (row["p95_ms"] for row in rows[:5])
+        out.append(
+            f"- {ns} ({rows[0]['namespace_size']:,} memories), p95: 4 kinds / graphrag "
+            f"unfiltered **{four / unfiltered:.2f}×**; Notes / graphrag filtered alike "
+            f"**{notes / filtered:.2f}×**; recall statement alone / graphrag filtered "
+            f"{bare / filtered:.2f}×"
+        )
+    return out
 
 
 def _ingest_line(result: dict[str, Any], writers: int) -> str:
