@@ -193,6 +193,21 @@ def test_speed_scale_corpus_mixes_namespaces_and_kinds() -> None:
     assert [m.embedding for m in again] == [m.embedding for m in memories]  # deterministic
 
 
+def test_speed_scale_ratios_pair_each_question_with_graphrags() -> None:
+    scale = cli_bench.load("bench.speed_scale")
+    p95 = {"4 kinds": 12.0, "unfiltered": 8.0, "Notes": 9.0, "filtered": 10.0, "bare": 7.5}
+    rows = [
+        {"namespace": "ns", "namespace_size": 3_161, "case": case, "p95_ms": value}
+        for case, value in p95.items()
+    ]
+    partial = [{**row, "namespace": "other"} for row in rows[:3]]
+    lines = scale._ratio_lines([*rows, *partial])  # a namespace with cases missing: no line
+    assert lines == [
+        "- ns (3,161 memories), p95: 4 kinds / graphrag unfiltered **1.50×**; Notes / graphrag "
+        "filtered alike **0.90×**; recall statement alone / graphrag filtered 0.75×"
+    ]
+
+
 def test_gc_pause_smoke_reports_each_way_of_holding_memories(tmp_path: Path) -> None:
     gc_pause = cli_bench.load("bench.gc_pause")
     rows = gc_pause.run(300, batch=100)
