@@ -66,13 +66,16 @@ def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() 
 
 
 def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> None:
-    from graphmem.stores.neo4j_recall import _search
+    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, _search, shipped
 
     params = dict(PARAMS, kinds=["Note", "Task"], include_obsolete=True)
     query, args = _search(params, 5, "search")
     assert query == cypher.RECALL_SEARCH and "m.filter_key IN $keys" in query
     assert args["keys"] == ["ns|Note|live", "ns|Note|obsolete", "ns|Task|live", "ns|Task|obsolete"]
-    assert args["candidates"] == 5
+    # A wider beam than k (HNSW misses some of the true top k with a beam of k); the best
+    # shipped(k) of them travel back.
+    assert args["candidates"] == SEARCH_CANDIDATES_MIN and args["ship"] == shipped(5)
+    assert _search(params, 20, "search")[1]["candidates"] == 80
     query, args = _search(dict(PARAMS), 5, "search-fields")  # an index from before the key
     assert query == cypher.RECALL_SEARCH_FIELDS and args["obsolete"] == [False]
 

@@ -423,7 +423,9 @@ RETURN count(m) AS size
 """
 
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
-# itself keeps only this namespace's live memories of these kinds, so k candidates are k answers.
+# itself keeps only this namespace's live memories of these kinds. It is asked for more
+# candidates than k (neo4j_recall.search_candidates: an HNSW search for exactly k misses some of
+# the true top k), and only the `$ship` best by its score travel back.
 # One predicate on the filter key (the keys of every kind and flag asked for) where the three
 # of RECALL_SEARCH_FIELDS cost ~1 ms per query more at 100k.
 RECALL_SEARCH: Final = """
@@ -434,7 +436,10 @@ MATCH (m:Memory)
     FOR $vector
     WHERE m.filter_key IN $keys
     LIMIT $candidates
-  )
+  ) SCORE AS score
+WITH m, score
+ORDER BY score DESC, m.id
+LIMIT $ship
 RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
@@ -448,7 +453,10 @@ MATCH (m:Memory)
     FOR $vector
     WHERE m.namespace = $namespace AND m.kind IN $kind_list AND m.obsolete IN $obsolete
     LIMIT $candidates
-  )
+  ) SCORE AS score
+WITH m, score
+ORDER BY score DESC, m.id
+LIMIT $ship
 RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
