@@ -195,16 +195,17 @@ def test_speed_scale_corpus_mixes_namespaces_and_kinds() -> None:
 
 def test_speed_scale_ratios_pair_each_question_with_graphrags() -> None:
     scale = cli_bench.load("bench.speed_scale")
-    p95 = {"4 kinds": 12.0, "unfiltered": 8.0, "Notes": 9.0, "filtered": 10.0, "bare": 7.5}
+    p95 = {"4 kinds": 12.0, "default": 8.0, "wide": 10.0, "Notes": 9.0, "filtered": 10.0}
     rows = [
         {"namespace": "ns", "namespace_size": 3_161, "case": case, "p95_ms": value}
-        for case, value in p95.items()
+        for case, value in {**p95, "bare": 7.5}.items()
     ]
-    partial = [{**row, "namespace": "other"} for row in rows[:3]]
+    partial = [{**row, "namespace": "other"} for row in rows[:5]]
     lines = scale._ratio_lines([*rows, *partial])  # a namespace with cases missing: no line
     assert lines == [
-        "- ns (3,161 memories), p95: 4 kinds / graphrag unfiltered **1.50×**; Notes / graphrag "
-        "filtered alike **0.90×**; recall statement alone / graphrag filtered 0.75×"
+        "- ns (3,161 memories), p95: 4 kinds / graphrag unfiltered **1.50×** (its default beam), "
+        "1.20× (graphmem's beam); Notes / graphrag filtered alike **0.90×**; recall statement "
+        "alone / graphrag filtered 0.75×"
     ]
 
 
