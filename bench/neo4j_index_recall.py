@@ -110,15 +110,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "load_before": list(os.getloadavg()),
         "namespaces": [],
     }
-    chosen = neo4j_recall.search_candidates
+    chosen = store.search_width
 
     def recall_at(width: int) -> Callable[[np.ndarray], set[str]]:
         def search(query: np.ndarray) -> set[str]:
-            neo4j_recall.search_candidates = lambda k: width  # type: ignore[assignment]
+            store.search_width = width
             try:
                 hits = store.recall(namespace, query.tolist(), args.k, kinds=list(KINDS))
             finally:
-                neo4j_recall.search_candidates = chosen
+                store.search_width = chosen
             return {h.memory.id for h in hits}
 
         return search
@@ -167,13 +167,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(result: dict[str, Any]) -> str:
     s = result["settings"]
+    scale = {1_000_000: "1m", 100_000: "100k", 10_000: "10k"}.get(s["n"], f"1m --n {s['n']}")
     lines = [
         "# Neo4j vector index: beam width, recall and latency",
         "",
         f"Made by `python -m bench.neo4j_index_recall --widths {s['widths']} --query-seed "
-        f"{s['query_seed']}{' --whole-index' if s['whole_index'] else ''}` on the database "
-        f"`python -m bench.speed --scale 1m --keep` filled ({s['n']:,} memories). k = {s['k']}, "
-        f"{s['queries']} queries; recall's width now is {s['default_width']}.",
+        f"{s['query_seed']}{' --whole-index' if s['whole_index'] else ''}"
+        f"{'' if s['n'] == 1_000_000 else ' --n ' + str(s['n'])}` on the database "
+        f"`python -m bench.speed --scale {scale} --keep` filled ({s['n']:,} memories). "
+        f"k = {s['k']}, {s['queries']} queries; recall's width now is {s['default_width']}.",
         common.machine_markdown(result["machine"]),
         f"- load before {[round(x, 2) for x in result['load_before']]}, after "
         f"{[round(x, 2) for x in result['load_after']]}",

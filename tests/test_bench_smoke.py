@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from graphmem import cli
@@ -207,6 +208,38 @@ def test_speed_scale_ratios_pair_each_question_with_graphrags() -> None:
         "1.20× (graphmem's beam); Notes / graphrag filtered alike **0.90×**; recall statement "
         "alone / graphrag filtered 0.75×"
     ]
+
+
+def test_index_recall_scores_each_width_against_the_exact_top_k() -> None:
+    bench = cli_bench.load("bench.neo4j_index_recall")
+    common = cli_bench.load("bench.common")
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((50, 8)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    ids = [f"m{i}" for i in range(50)]
+    queries = rng.standard_normal((4, 8)).astype(np.float32)
+    exact = [bench._exact_top(matrix, ids, q, 3) for q in queries]
+    assert all(len(top) == 3 for top in exact)
+    assert bench._exact_top(matrix, ids, matrix[7], 1) == {"m7"}  # a memory is its own nearest
+
+    def narrow(query: np.ndarray) -> set[str]:  # finds one of the true three
+        return set(sorted(bench._exact_top(matrix, ids, query, 3))[:1]) | {"m-none"}
+
+    rows = bench._measure(
+        {3: lambda q: bench._exact_top(matrix, ids, q, 3), 1: narrow}, queries, exact, 3
+    )
+    assert [(r["width"], r["recall_at_k"]) for r in rows] == [(3, 1.0), (1, 0.333)]
+    result = {
+        "machine": common.machine_info(),
+        "settings": {"widths": "1,3", "query_seed": 202, "whole_index": False, "n": 100_000}
+        | {"k": 3, "queries": 4, "default_width": 50},
+        "load_before": [0.1, 0.1, 0.1],
+        "load_after": [0.2, 0.2, 0.2],
+        "namespaces": [{"namespace": "ns", "memories": 50, "rows": rows}],
+    }
+    text = bench.render(result)
+    assert "--n 100000` on the database `python -m bench.speed --scale 100k --keep`" in text
+    assert "| ns | 50 | 1 |" in text and "| 0.333 |" in text
 
 
 def test_gc_pause_smoke_reports_each_way_of_holding_memories(tmp_path: Path) -> None:

@@ -75,7 +75,9 @@ def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> N
     # A wider beam than k (HNSW misses some of the true top k with a beam of k); the best
     # shipped(k) of them travel back.
     assert args["candidates"] == SEARCH_CANDIDATES_MIN and args["ship"] == shipped(5)
-    assert _search(params, 20, "search")[1]["candidates"] == 80
+    # The store's search_width when it sets one; never fewer than k.
+    assert _search(params | {"search_width": 10}, 5, "search")[1]["candidates"] == 10
+    assert _search(params | {"search_width": 10}, 20, "search")[1]["candidates"] == 20
     query, args = _search(dict(PARAMS), 5, "search-fields")  # an index from before the key
     assert query == cypher.RECALL_SEARCH_FIELDS and args["obsolete"] == [False]
 

@@ -50,6 +50,19 @@ def test_the_constructor_runs_nothing() -> None:
     store.close()  # an injected driver stays the caller's: close() leaves it alone
 
 
+def test_search_width_is_a_positive_integer_and_a_bad_one_changes_nothing() -> None:
+    from graphmem.errors import InvalidInput
+    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN
+
+    store = Neo4jStore(_RecordingDriver(), database="neo4j")  # type: ignore[arg-type]
+    assert store.search_width == SEARCH_CANDIDATES_MIN
+    store.search_width = 8
+    for bad in (0, -3, True, 2.5, "20"):
+        with pytest.raises(InvalidInput, match="search_width"):
+            store.search_width = bad  # type: ignore[assignment]
+    assert store.search_width == 8
+
+
 @pytest.mark.parametrize("bad", ["Note) DETACH DELETE (n", "Memory", "note", ""])
 def test_labels_come_only_from_the_allow_list(bad: str) -> None:
     with pytest.raises(InvalidInput):
@@ -227,7 +240,7 @@ def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
 @pytest.mark.neo4j
 @needs_neo4j
 def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
-    from graphmem.stores.neo4j_recall import index_state, supports_search
+    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, index_state, supports_search
 
     with neo.driver.session(database=DATABASE) as session:
         info = session.execute_read(index_state)
@@ -245,6 +258,15 @@ def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
     hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
     assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
     assert neo.recall(namespace, vec(DIM, 1), 4, kinds=["Procedure"]) == []
+    # Any beam width gives the same answer on so few memories, k of them best first (the
+    # width only bounds the index's search; at least k candidates are always asked for).
+    for width in (1, 4, 200):
+        neo.search_width = width
+        try:
+            hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
+        finally:
+            neo.search_width = SEARCH_CANDIDATES_MIN
+        assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
 
 
 def _filter_keys(store: Neo4jStore, namespace: str) -> dict[str, str | None]:

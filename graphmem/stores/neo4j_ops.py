@@ -131,6 +131,20 @@ class Neo4jBase(ABC):
         self._dimension: int | None = None
         self._index_ready: IndexMode | None = None
         self._constraints_ok = False
+        self._search_width = recall.SEARCH_CANDIDATES_MIN
+
+    @property
+    def search_width(self) -> int:
+        """How many candidates recall asks the vector index for on Neo4j 2026.01+ (at least k):
+        the HNSW search's beam. Wider finds more of the true top k and costs more time
+        (``bench/neo4j_index_recall.py``); set it lower to trade recall for speed."""
+        return self._search_width
+
+    @search_width.setter
+    def search_width(self, width: int) -> None:
+        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
+            raise InvalidInput(f"search_width must be a positive integer, got {width!r}")
+        self._search_width = width
 
     @abstractmethod
     def _open(self, *, read_only: bool = False) -> AbstractAsyncContextManager[Session]:
@@ -589,6 +603,7 @@ async def recall_memories(
         "kinds": kind_values,
         "include_obsolete": include_obsolete,
         "vector": query,
+        "search_width": store.search_width,
     }
 
     async def work(tx: Tx, mode: IndexMode = mode) -> list[Recall]:

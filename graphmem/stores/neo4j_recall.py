@@ -3,9 +3,10 @@
 On Neo4j 2026.01 and later, with the index created to carry the filter key (namespace, kind and
 obsolete flag in one property; ``graphmem schema apply`` does so there), recall filters inside
 the index (``SEARCH … WHERE m.filter_key IN …``, one predicate). It asks the index for
-``search_candidates(k)`` (at least 50), not k: the HNSW search's beam is as wide as its limit,
-and a beam of k finds only ~84 % of the true top 5 among a million memories. The server orders
-them by the index's score and ships the best ``shipped(k)``. An index built before the key,
+``search_candidates(k)`` candidates (the store's ``search_width``, 50 by default, and at least
+k), not k: the HNSW search's beam is as wide as its limit, and a beam of k finds only ~84 % of
+the true top 5 among a million memories. The server orders them by the index's score and ships
+the best ``shipped(k)``. An index built before the key,
 which carries the three properties, is searched with three predicates until ``schema apply``
 replaces it. Older servers use the path below.
 
@@ -48,7 +49,8 @@ ALL_KINDS = [kind.value for kind in MemoryKind]
 
 MIN_CANDIDATES = 32
 SEARCH_CANDIDATES_MIN = 50
-"""In-index filtered search asks the index for at least this many candidates (and 4k). Chosen by
+"""In-index filtered search asks the index for at least this many candidates (and k): the
+default of a store's ``search_width``. Chosen by
 ``bench/neo4j_index_recall.py`` on a million synthetic memories (query seed 101): a search of
 the whole index for exactly 5 found 84 % of the true top 5, for 20 96 %, for 50 99 % (1 ms
 more); in a namespace holding a fifth of it 98 %, 99.8 % and 99.8 % (3.4 ms more); in smaller
@@ -178,7 +180,8 @@ def _search(params: dict[str, Any], k: int, mode: IndexMode) -> tuple[str, dict[
     filter keys of every kind and flag asked for, or three on an index built before the key."""
     kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
     obsolete = [False, True] if params["include_obsolete"] else [False]
-    base = {"vector": params["vector"], "candidates": search_candidates(k), "ship": shipped(k)}
+    width = search_candidates(k, params.get("search_width", SEARCH_CANDIDATES_MIN))
+    base = {"vector": params["vector"], "candidates": width, "ship": shipped(k)}
     if mode == "search-fields":
         fields = {"namespace": params["namespace"], "kind_list": kinds, "obsolete": obsolete}
         return cypher.RECALL_SEARCH_FIELDS, base | fields
@@ -192,10 +195,11 @@ def _row(record: neo4j.Record) -> dict[str, Any]:
     return {"props": record["props"], "superseded": record["superseded"]}
 
 
-def search_candidates(k: int) -> int:
-    """How many candidates in-index filtered search asks the index for, to return k: the
-    search's beam is as wide as its limit, and a beam of k misses some of the true top k."""
-    return max(4 * k, SEARCH_CANDIDATES_MIN)
+def search_candidates(k: int, width: int = SEARCH_CANDIDATES_MIN) -> int:
+    """How many candidates in-index filtered search asks the index for, to return k: at least
+    ``width`` (the search's beam is as wide as its limit, and a beam of k misses some of the
+    true top k) and at least k."""
+    return max(k, width)
 
 
 def shipped(k: int) -> int:
