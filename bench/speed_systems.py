@@ -317,10 +317,13 @@ class Neo4jSystem(GraphmemSystem):
         return spent + time.perf_counter() - t0
 
     def cases(self, data: Dataset, s: Settings) -> list[tuple[str, Callable[[int], object]]]:
-        from graphmem.stores.neo4j_recall import MIN_CANDIDATES
+        from graphmem.stores.neo4j_recall import MIN_CANDIDATES, search_candidates
 
         retriever = self._retriever(None)
-        pool = max(4 * s.k1, MIN_CANDIDATES)
+        if self.store._index_mode(DIM) in ("search", "search-fields"):
+            pool = search_candidates(s.k1, self.store.search_width)  # in-index search's beam
+        else:
+            pool = max(4 * s.k1, MIN_CANDIDATES)  # what the procedure path over-fetches
         ratio = -(-pool // s.k1)
         return [
             *super().cases(data, s),
@@ -331,8 +334,9 @@ class Neo4jSystem(GraphmemSystem):
                 ),
             ),
             (
-                # graphmem asks the shared index for max(4·k1, 32) candidates (namespace filter,
-                # exact re-rank); this is graphrag with a candidate pool at least as large.
+                # graphmem asks the index for more candidates than k1 (its search width on
+                # 2026.01+, max(4·k1, 32) to post-filter on older servers); this is graphrag
+                # with a candidate pool at least as large.
                 f"neo4j-graphrag VectorRetriever, pool ≥ {pool}",
                 lambda i: retriever.get_search_results(
                     query_vector=data.queries[i].tolist(), top_k=s.k1, effective_search_ratio=ratio
