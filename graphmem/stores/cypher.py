@@ -133,7 +133,8 @@ _FILTER_KEY_OF = """m.namespace + '|' + m.kind + '|'
 SET_FILTER_KEY: Final = "\nSET m.filter_key = " + _FILTER_KEY_OF + "\n"
 
 # Neo4j 2026.01+: the vector index also holds the filter key, so recall filters inside the
-# index (SEARCH ... WHERE m.filter_key IN ...) and asks for exactly k. The rest of the schema
+# index (SEARCH ... WHERE m.filter_key IN ...), asking it for the store's search_width
+# candidates (see RECALL_SEARCH). The rest of the schema
 # (002_indexes.cypher) creates the plain index on older servers; with this one in place its
 # IF NOT EXISTS makes it a no-op.
 VECTOR_INDEX_FILTERED: Final = """
