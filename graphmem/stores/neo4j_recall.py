@@ -4,11 +4,11 @@ On Neo4j 2026.01 and later, with the index created to carry the filter key (name
 obsolete flag in one property; ``graphmem schema apply`` does so there), recall filters inside
 the index (``SEARCH … WHERE m.filter_key IN …``, one predicate). It asks the index for
 ``search_candidates(k)`` candidates (the store's ``search_width``, 50 by default, and at least
-k), not k: the HNSW search's beam is as wide as its limit, and a beam of k finds only ~84 % of
+k), not k: the HNSW search's beam is as wide as its limit, and a beam of k found only 81–84 % of
 the true top 5 among a million memories. The server orders them by the index's score and ships
-the best ``shipped(k)``. An index built before the key,
-which carries the three properties, is searched with three predicates until ``schema apply``
-replaces it. Older servers use the path below.
+the best ``shipped(k)``. An index built before the key, which carries the three properties, is
+searched with three predicates until ``schema apply`` replaces it. Older servers use the path
+below.
 
 The vector index holds every namespace, so a namespace's memories can be crowded out of its
 top results by other namespaces (or by other kinds, or obsolete memories). Recall therefore asks
@@ -54,7 +54,9 @@ default of a store's ``search_width``. Chosen by
 ``bench/neo4j_index_recall.py`` on a million synthetic memories (query seed 101): a search of
 the whole index for exactly 5 found 84 % of the true top 5, for 20 96 %, for 50 99 % (1 ms
 more); in a namespace holding a fifth of it 98 %, 99.8 % and 99.8 % (3.4 ms more); in smaller
-namespaces the filtered search is exact already. The smallest width with ≥ 98 % everywhere."""
+namespaces the filtered search is exact already. The smallest width with ≥ 98 % everywhere on
+that seed; on held-out seed 202 the whole index gets 97.8 % (``bench/results/
+neo4j_index_recall.md``)."""
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 EXACT_MAX = 1000
