@@ -249,8 +249,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     logging.getLogger("neo4j.notifications").setLevel(logging.ERROR)
     # graphmem asks the index for search_candidates(k1) candidates (an HNSW search for exactly k
     # misses some of the true top k); graphrag is timed at its default beam and at that one.
-    beam = {"candidates": search_candidates(args.k1), "ship": shipped(args.k1)}
+    beam = {"candidates": search_candidates(args.k1, fresh.search_width), "ship": shipped(args.k1)}
     ratio = -(-beam["candidates"] // args.k1)
+
+    def graphrag(beam_ratio: int, filters: dict[str, str] | None = None) -> Callable[[int], object]:
+        return lambda i: retriever.get_search_results(
+            query_vector=queries[i].tolist(),
+            top_k=args.k1,
+            effective_search_ratio=beam_ratio,
+            filters=filters,
+        )
+
     result["settings"]["beam"] = beam["candidates"]
     result["load_before_timing"] = list(os.getloadavg())
     for ns in namespaces:
@@ -263,16 +272,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ),
             Case(
                 "neo4j-graphrag VectorRetriever, unfiltered (any namespace), its default beam",
-                lambda i: retriever.get_search_results(
-                    query_vector=queries[i].tolist(), top_k=args.k1
-                ),
+                graphrag(1),  # graphrag's default ratio: a beam of k1
                 max_queries=args.queries,
             ),
             Case(
                 "neo4j-graphrag VectorRetriever, unfiltered (any namespace), graphmem's beam",
-                lambda i: retriever.get_search_results(
-                    query_vector=queries[i].tolist(), top_k=args.k1, effective_search_ratio=ratio
-                ),
+                graphrag(ratio),
                 max_queries=args.queries,
             ),
             Case(
@@ -282,12 +287,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ),
             Case(
                 "neo4j-graphrag VectorRetriever, filtered to the same Notes, graphmem's beam",
-                lambda i, key=note_key: retriever.get_search_results(
-                    query_vector=queries[i].tolist(),
-                    top_k=args.k1,
-                    effective_search_ratio=ratio,
-                    filters={cypher.FILTER_KEY: key},
-                ),
+                graphrag(ratio, {cypher.FILTER_KEY: note_key}),
                 max_queries=args.queries,
             ),
             Case(
