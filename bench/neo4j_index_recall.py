@@ -106,7 +106,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     queries = corpus.vectors(rng, args.queries)
     result: dict[str, Any] = {
         "machine": common.machine_info(),
-        "settings": vars(args) | {"default_width": neo4j_recall.search_candidates(args.k)},
+        "settings": vars(args)
+        | {
+            "default_width": neo4j_recall.search_candidates(args.k, None, args.n),
+            "small_database": neo4j_recall.SMALL_DATABASE,
+        },
         "load_before": list(os.getloadavg()),
         "namespaces": [],
     }
@@ -175,7 +179,8 @@ def render(result: dict[str, Any]) -> str:
         f"{s['query_seed']}{' --whole-index' if s['whole_index'] else ''}"
         f"{'' if s['n'] == 1_000_000 else ' --n ' + str(s['n'])}` on the database "
         f"`python -m bench.speed --scale {scale} --keep` filled ({s['n']:,} memories). "
-        f"k = {s['k']}, {s['queries']} queries; recall's width now is {s['default_width']}.",
+        f"k = {s['k']}, {s['queries']} queries; recall's default width for a database of "
+        f"this size is {s['default_width']} (k up to {s.get('small_database', 0):,} memories).",
         common.machine_markdown(result["machine"]),
         f"- load before {[round(x, 2) for x in result['load_before']]}, after "
         f"{[round(x, 2) for x in result['load_after']]}",

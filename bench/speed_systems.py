@@ -317,11 +317,14 @@ class Neo4jSystem(GraphmemSystem):
         return spent + time.perf_counter() - t0
 
     def cases(self, data: Dataset, s: Settings) -> list[tuple[str, Callable[[int], object]]]:
-        from graphmem.stores.neo4j_recall import MIN_CANDIDATES, search_candidates
+        from graphmem.stores.neo4j_recall import MIN_CANDIDATES
 
         retriever = self._retriever(None)
         if self.store._index_mode(DIM) in ("search", "search-fields"):
-            pool = search_candidates(s.k1, self.store.search_width)  # in-index search's beam
+            # In-index search's beam, sized by the database's count of memories, which the
+            # store learns from its first search.
+            self.store.recall(self.namespace, data.queries[0].tolist(), s.k1)
+            pool = self.store.search_beam(s.k1)
         else:
             pool = max(4 * s.k1, MIN_CANDIDATES)  # what the procedure path over-fetches
         ratio = -(-pool // s.k1)

@@ -66,20 +66,43 @@ def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() 
 
 
 def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> None:
-    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, _search, shipped
+    from graphmem.stores.neo4j_recall import (
+        SEARCH_CANDIDATES_MIN,
+        SMALL_DATABASE,
+        _search,
+        search_candidates,
+        shipped,
+    )
 
     params = dict(PARAMS, kinds=["Note", "Task"], include_obsolete=True)
     query, args = _search(params, 5, "search")
     assert query == cypher.RECALL_SEARCH and "m.filter_key IN $keys" in query
     assert args["keys"] == ["ns|Note|live", "ns|Note|obsolete", "ns|Task|live", "ns|Task|obsolete"]
-    # A wider beam than k (HNSW misses some of the true top k with a beam of k); the best
-    # shipped(k) of them travel back.
+    # Before the database's size is known, a wider beam than k (in a large index HNSW misses
+    # some of the true top k with a beam of k); the best shipped(k) of them travel back.
     assert args["candidates"] == SEARCH_CANDIDATES_MIN and args["ship"] == shipped(5)
-    # The store's search_width when it sets one; never fewer than k.
-    assert _search(params | {"search_width": 10}, 5, "search")[1]["candidates"] == 10
-    assert _search(params | {"search_width": 10}, 20, "search")[1]["candidates"] == 20
+    # Sized by the count of memories the last search carried: k up to SMALL_DATABASE.
+    for memories, width in ((0, 5), (SMALL_DATABASE, 5), (SMALL_DATABASE + 1, 50)):
+        sized = _search(params | {"memories": memories}, 5, "search")[1]["candidates"]
+        assert sized == width == search_candidates(5, None, memories)
+    assert _search(params | {"memories": 10}, 70, "search")[1]["candidates"] == 70
+    # The store's search_width when it sets one, whatever the size; never fewer than k.
+    for memories in (None, 10, 10**6):
+        fixed = params | {"search_width": 10, "memories": memories}
+        assert _search(fixed, 5, "search")[1]["candidates"] == 10
+        assert _search(fixed, 20, "search")[1]["candidates"] == 20
     query, args = _search(dict(PARAMS), 5, "search-fields")  # an index from before the key
     assert query == cypher.RECALL_SEARCH_FIELDS and args["obsolete"] == [False]
+
+
+def test_the_count_a_search_carries_is_kept_and_an_exact_scan_keeps_the_last() -> None:
+    from graphmem.stores.neo4j_recall import memories_counted
+
+    searched = [{"props": {}, "superseded": False, "memories": 12_345}]
+    assert memories_counted(searched, None) == 12_345
+    assert memories_counted(searched, 7) == 12_345
+    assert memories_counted([{"props": {}, "superseded": False}], 7) == 7  # an exact scan
+    assert memories_counted([], 7) == 7  # nothing found, nothing learnt
 
 
 def test_rank_checks_the_embeddings_it_reads_and_keeps_them_exact() -> None:

@@ -50,17 +50,23 @@ def test_the_constructor_runs_nothing() -> None:
     store.close()  # an injected driver stays the caller's: close() leaves it alone
 
 
-def test_search_width_is_a_positive_integer_and_a_bad_one_changes_nothing() -> None:
+def test_search_width_is_a_positive_integer_or_none_and_a_bad_one_changes_nothing() -> None:
     from graphmem.errors import InvalidInput
-    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN
+    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, SMALL_DATABASE
 
     store = Neo4jStore(_RecordingDriver(), database="neo4j")  # type: ignore[arg-type]
-    assert store.search_width == SEARCH_CANDIDATES_MIN
+    assert store.search_width is None  # sized by the database
+    assert store.search_beam(5) == SEARCH_CANDIDATES_MIN  # its size not seen yet
+    store._memories_seen = SMALL_DATABASE
+    assert store.search_beam(5) == 5
     store.search_width = 8
+    assert store.search_beam(5) == 8
     for bad in (0, -3, True, 2.5, "20"):
         with pytest.raises(InvalidInput, match="search_width"):
             store.search_width = bad  # type: ignore[assignment]
     assert store.search_width == 8
+    store.search_width = None
+    assert store.search_beam(5) == 5
 
 
 @pytest.mark.parametrize("bad", ["Note) DETACH DELETE (n", "Memory", "note", ""])
@@ -240,7 +246,12 @@ def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
 @pytest.mark.neo4j
 @needs_neo4j
 def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
-    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, index_state, supports_search
+    from graphmem.stores.neo4j_recall import (
+        SEARCH_CANDIDATES_MIN,
+        SMALL_DATABASE,
+        index_state,
+        supports_search,
+    )
 
     with neo.driver.session(database=DATABASE) as session:
         info = session.execute_read(index_state)
@@ -258,14 +269,19 @@ def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
     hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
     assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
     assert neo.recall(namespace, vec(DIM, 1), 4, kinds=["Procedure"]) == []
+    if searchable:
+        # Each search carries the database's count of memories: the next beam is sized by it.
+        (total,) = _query(neo, "MATCH (m:Memory) RETURN count(m) AS n")
+        assert neo._memories_seen == total["n"] >= 50
+        assert neo.search_beam(4) == (4 if total["n"] <= SMALL_DATABASE else SEARCH_CANDIDATES_MIN)
     # Any beam width gives the same answer on so few memories, k of them best first (the
     # width only bounds the index's search; at least k candidates are always asked for).
-    for width in (1, 4, 200):
+    for width in (1, 4, 200, None):
         neo.search_width = width
         try:
             hits = neo.recall(namespace, vec(DIM, 1), 4, kinds=["Note"])
         finally:
-            neo.search_width = SEARCH_CANDIDATES_MIN
+            neo.search_width = None
         assert [h.memory.id for h in hits] == ["n1", "n2", "n3", "n4"]
 
 

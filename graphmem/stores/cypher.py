@@ -425,12 +425,15 @@ RETURN count(m) AS size
 
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
 # itself keeps only this namespace's live memories of these kinds. It is asked for more
-# candidates than k (neo4j_recall.search_candidates: an HNSW search for exactly k misses some of
-# the true top k), and only the `$ship` best by its score travel back.
+# candidates than k in a large database (neo4j_recall.search_candidates: an HNSW search for
+# exactly k misses some of the true top k there), and only the `$ship` best by its score travel
+# back. Every row carries the database's count of memories (a count-store read, no scan): the
+# store sizes the next search's beam by it.
 # One predicate on the filter key (the keys of every kind and flag asked for) where the three
 # of RECALL_SEARCH_FIELDS cost ~1 ms per query more at 100k.
 RECALL_SEARCH: Final = """
 CYPHER 25
+CALL () { MATCH (each:Memory) RETURN count(each) AS memories }
 MATCH (m:Memory)
   SEARCH m IN (
     VECTOR INDEX memory_embedding
@@ -438,16 +441,17 @@ MATCH (m:Memory)
     WHERE m.filter_key IN $keys
     LIMIT $candidates
   ) SCORE AS score
-WITH m, score
+WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
-RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
 # The same on an index that carries namespace, kind and the obsolete flag (FILTER_FIELDS), as
 # schema apply built it before the filter key.
 RECALL_SEARCH_FIELDS: Final = """
 CYPHER 25
+CALL () { MATCH (each:Memory) RETURN count(each) AS memories }
 MATCH (m:Memory)
   SEARCH m IN (
     VECTOR INDEX memory_embedding
@@ -455,10 +459,10 @@ MATCH (m:Memory)
     WHERE m.namespace = $namespace AND m.kind IN $kind_list AND m.obsolete IN $obsolete
     LIMIT $candidates
   ) SCORE AS score
-WITH m, score
+WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
-RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
 # Exact cosine over the namespace alone, for when the index is missing or cannot fill k.

@@ -131,20 +131,29 @@ class Neo4jBase(ABC):
         self._dimension: int | None = None
         self._index_ready: IndexMode | None = None
         self._constraints_ok = False
-        self._search_width = recall.SEARCH_CANDIDATES_MIN
+        self._search_width: int | None = None
+        self._memories_seen: int | None = None  # the database's memories, at the last search
 
     @property
-    def search_width(self) -> int:
-        """How many candidates recall asks the vector index for on Neo4j 2026.01+ (at least k):
-        the HNSW search's beam. Wider finds more of the true top k and costs more time
-        (``bench/neo4j_index_recall.py``); set it lower to trade recall for speed."""
+    def search_width(self) -> int | None:
+        """How many candidates recall asks the vector index for on Neo4j 2026.01+ (at least
+        k): the HNSW search's beam. Wider finds more of the true top k and costs more time
+        (``bench/neo4j_index_recall.py``). None, the default, sizes it by the database: k
+        while it holds at most ``SMALL_DATABASE`` memories (every search counts them, at no
+        cost), ``SEARCH_CANDIDATES_MIN`` beyond, and before the first count. A number fixes
+        it whatever the size: lower trades recall for speed."""
         return self._search_width
 
     @search_width.setter
-    def search_width(self, width: int) -> None:
-        if isinstance(width, bool) or not isinstance(width, int) or width < 1:
-            raise InvalidInput(f"search_width must be a positive integer, got {width!r}")
+    def search_width(self, width: int | None) -> None:
+        bad = isinstance(width, bool) or not isinstance(width, int) or width < 1
+        if width is not None and bad:
+            raise InvalidInput(f"search_width must be a positive integer or None, got {width!r}")
         self._search_width = width
+
+    def search_beam(self, k: int) -> int:
+        """The candidates the next in-index recall of k asks for (see :attr:`search_width`)."""
+        return recall.search_candidates(k, self._search_width, self._memories_seen)
 
     @abstractmethod
     def _open(self, *, read_only: bool = False) -> AbstractAsyncContextManager[Session]:
@@ -604,10 +613,12 @@ async def recall_memories(
         "include_obsolete": include_obsolete,
         "vector": query,
         "search_width": store.search_width,
+        "memories": store._memories_seen,
     }
 
     async def work(tx: Tx, mode: IndexMode = mode) -> list[Recall]:
         rows = await recall.candidates(tx, params, k, dimension, mode=mode)
+        store._memories_seen = recall.memories_counted(rows, store._memories_seen)
         return recall.rank(rows, query, k, min_sim)  # in the body: a torn row reads again
 
     try:

@@ -3,10 +3,13 @@
 On Neo4j 2026.01 and later, with the index created to carry the filter key (namespace, kind and
 obsolete flag in one property; ``graphmem schema apply`` does so there), recall filters inside
 the index (``SEARCH … WHERE m.filter_key IN …``, one predicate). It asks the index for
-``search_candidates(k)`` candidates (the store's ``search_width``, 50 by default, and at least
-k), not k: the HNSW search's beam is as wide as its limit, and a beam of k found only 81–84 % of
-the true top 5 among a million memories. The server orders them by the index's score and ships
-the best ``shipped(k)``. An index built before the key, which carries the three properties, is
+``search_candidates(k)`` candidates in a database of more than ``SMALL_DATABASE`` memories
+(the store's ``search_width``, 50 unless set, and at least k), not k: the HNSW search's beam is
+as wide as its limit, and a beam of k found only 81–84 % of the true top 5 among a million
+memories. In a smaller database a beam of k finds them all, and a wider one only costs time;
+every search's rows carry the database's count of memories, and the store sizes the next beam
+by it. The server orders the candidates by the index's score and ships the best
+``shipped(k)``. An index built before the key, which carries the three properties, is
 searched with three predicates until ``schema apply`` replaces it. Older servers use the path
 below.
 
@@ -49,14 +52,22 @@ ALL_KINDS = [kind.value for kind in MemoryKind]
 
 MIN_CANDIDATES = 32
 SEARCH_CANDIDATES_MIN = 50
-"""In-index filtered search asks the index for at least this many candidates (and k): the
-default of a store's ``search_width``. Chosen by
+"""In-index filtered search of a database of more than ``SMALL_DATABASE`` memories asks the
+index for at least this many candidates (and k), unless the store fixes its ``search_width``.
+Chosen by
 ``bench/neo4j_index_recall.py`` on a million synthetic memories (query seed 101): a search of
 the whole index for exactly 5 found 84 % of the true top 5, for 20 96 %, for 50 99 % (1 ms
 more); in a namespace holding a fifth of it 98 %, 99.8 % and 99.8 % (3.4 ms more); in smaller
 namespaces the filtered search is exact already. The smallest width with ≥ 98 % everywhere on
 that seed; on held-out seed 202 the whole index gets 97.8 % (``bench/results/
 neo4j_index_recall.md``)."""
+SMALL_DATABASE = 10_000
+"""Up to this many memories in the database (all namespaces), in-index search asks for k
+candidates, not ``SEARCH_CANDIDATES_MIN``: on 10,000 synthetic memories a beam of 5 found
+every one of the true top 5 in the whole index and in namespaces of 25 to 2,158 memories
+(query seed 101, ``bench/results/neo4j_index_recall_10k_dev101.md``; held-out seed 202 the
+same, ``neo4j_index_recall_10k.md``), where a beam of 50 cost up to 1 ms a query more. At 100,000 a beam of 5 found 97 % in the whole index and 76 % in a
+namespace of 2 % of it."""
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 EXACT_MAX = 1000
@@ -131,7 +142,7 @@ async def candidates(
     """
     if mode in ("search", "search-fields"):
         query, args = _search(params, k, mode)
-        found = [_row(r) for r in await tx.run(query, **args)]
+        found = [_row(r) | {"memories": r["memories"]} for r in await tx.run(query, **args)]
         if len(found) >= k:
             return found
         # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
@@ -182,7 +193,7 @@ def _search(params: dict[str, Any], k: int, mode: IndexMode) -> tuple[str, dict[
     filter keys of every kind and flag asked for, or three on an index built before the key."""
     kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
     obsolete = [False, True] if params["include_obsolete"] else [False]
-    width = search_candidates(k, params.get("search_width", SEARCH_CANDIDATES_MIN))
+    width = search_candidates(k, params.get("search_width"), params.get("memories"))
     base = {"vector": params["vector"], "candidates": width, "ship": shipped(k)}
     if mode == "search-fields":
         fields = {"namespace": params["namespace"], "kind_list": kinds, "obsolete": obsolete}
@@ -197,11 +208,23 @@ def _row(record: neo4j.Record) -> dict[str, Any]:
     return {"props": record["props"], "superseded": record["superseded"]}
 
 
-def search_candidates(k: int, width: int = SEARCH_CANDIDATES_MIN) -> int:
-    """How many candidates in-index filtered search asks the index for, to return k: at least
-    ``width`` (the search's beam is as wide as its limit, and a beam of k misses some of the
-    true top k) and at least k."""
+def search_candidates(k: int, width: int | None = None, memories: int | None = None) -> int:
+    """How many candidates in-index filtered search asks the index for, to return k: the
+    store's fixed ``width`` when it sets one; else k when the database is known to hold at most
+    :data:`SMALL_DATABASE` memories, :data:`SEARCH_CANDIDATES_MIN` when it holds more or its
+    size is not known yet (the search's beam is as wide as its limit, and in a large index a
+    beam of k misses some of the true top k). Never fewer than k."""
+    if width is None:
+        small = memories is not None and memories <= SMALL_DATABASE
+        width = k if small else SEARCH_CANDIDATES_MIN
     return max(k, width)
+
+
+def memories_counted(rows: list[dict[str, Any]], before: int | None) -> int | None:
+    """The database's count of memories that an in-index search's rows carry; ``before``
+    when they carry none (an exact scan, or no rows)."""
+    counted = rows[0].get("memories") if rows else None
+    return int(counted) if isinstance(counted, int) else before
 
 
 def shipped(k: int) -> int:
