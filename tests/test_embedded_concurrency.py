@@ -124,6 +124,25 @@ def test_two_handles_on_one_directory_see_each_others_writes(tmp_path: Path) -> 
         assert b.get("ns", "y").q == 0.75
 
 
+def test_a_reader_sees_every_new_generation_and_holds_one_pointer_open(tmp_path: Path) -> None:
+    # A read checks CURRENT with one stat and keeps the file it last read open: each compaction
+    # elsewhere renames a new CURRENT over it, and each must be noticed, without descriptors
+    # piling up.
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as writer, EmbeddedStore.open(path) as reader:
+        writer.upsert([Note(id="m0", namespace="ns", content="0", embedding=vec(8, 1))])
+        assert [m.id for m in reader.iter_nodes("ns")] == ["m0"]
+        descriptors = len(os.listdir("/proc/self/fd"))
+        for i in range(1, 6):
+            writer.upsert([Note(id=f"m{i}", namespace="ns", content=str(i), embedding=vec(8, 1))])
+            writer.compact()
+            assert len(reader.recall("ns", vec(8, 1), 10)) == i + 1
+            assert reader.get("ns", f"m{i}").content == str(i)
+        assert len(os.listdir("/proc/self/fd")) == descriptors
+    # Closing the stores closes the pointer they held, too.
+    assert len(os.listdir("/proc/self/fd")) < descriptors
+
+
 def test_a_lock_held_too_long_raises_store_locked(tmp_path: Path) -> None:
     path = tmp_path / "store"
     store = EmbeddedStore.open(path, lock_timeout=0.2)

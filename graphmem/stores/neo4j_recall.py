@@ -66,8 +66,8 @@ SMALL_DATABASE = 10_000
 candidates, not ``SEARCH_CANDIDATES_MIN``: on 10,000 synthetic memories a beam of 5 found
 every one of the true top 5 in the whole index and in namespaces of 25 to 2,158 memories
 (query seed 101, ``bench/results/neo4j_index_recall_10k_dev101.md``; held-out seed 202 the
-same, ``neo4j_index_recall_10k.md``), where a beam of 50 cost up to 1 ms a query more. At 100,000 a beam of 5 found 97 % in the whole index and 76 % in a
-namespace of 2 % of it."""
+same, ``neo4j_index_recall_10k.md``), where a beam of 50 cost up to 1 ms a query more. At
+100,000 a beam of 5 found 97 % in the whole index and 76 % in a namespace of 2 % of it."""
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 EXACT_MAX = 1000
