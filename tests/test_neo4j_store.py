@@ -7,6 +7,7 @@ Everything but the first few tests needs a Neo4j (GRAPHMEM_NEO4J_URI) and skips 
 
 from __future__ import annotations
 
+import logging
 import math
 import multiprocessing
 import os
@@ -67,6 +68,35 @@ def test_search_width_is_a_positive_integer_or_none_and_a_bad_one_changes_nothin
     assert store.search_width == 8
     store.search_width = None
     assert store.search_beam(5) == 5
+
+
+def test_vectors_are_sent_as_lists_with_a_short_repr() -> None:
+    # The driver formats every RUN's parameters for its debug log, logging on or not: a vector
+    # must not cost the repr of each of its floats.
+    from graphmem.stores.neo4j_rows import FloatList, node_row
+
+    embedding = vec(384, 1, 0.5)
+    row = node_row(note("ns", "a", "text", embedding))
+    sent = row["content"]["embedding"]
+    assert isinstance(sent, list) and sent == embedding
+    assert repr(sent) == "<384 floats>" and len(repr(row)) < 1000
+    assert FloatList([1.0, 2.5]) == [1.0, 2.5] and repr(FloatList()) == "<0 floats>"
+
+
+@pytest.mark.neo4j
+@needs_neo4j
+def test_the_driver_logs_a_vector_short_and_stores_it_whole(
+    neo: Neo4jStore, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    embedding = vec(DIM, 1, 0.25, 0.125)
+    with caplog.at_level(logging.DEBUG, logger="neo4j"):
+        neo.upsert([note(namespace, "v", "vector", embedding)])
+        hits = neo.recall(namespace, embedding, 1)
+    runs = [r.getMessage() for r in caplog.records if " C: RUN " in r.getMessage()]
+    assert sum(f"<{DIM} floats>" in line for line in runs) >= 2  # the upsert and the recall
+    assert not any("0.125" in line for line in runs)
+    assert hits[0].memory.embedding == pytest.approx(embedding, abs=0)
+    assert neo.get(namespace, "v").embedding == embedding
 
 
 @pytest.mark.parametrize("bad", ["Note) DETACH DELETE (n", "Memory", "note", ""])

@@ -16,6 +16,7 @@ from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import check_id, check_namespace, check_vector
 from graphmem.stores import cypher
 from graphmem.stores.neo4j_ops import Neo4jBase, ensure_constraints, get_dimension
+from graphmem.stores.neo4j_rows import FloatList
 from graphmem.stores.neo4j_tx import Tx, single
 
 
@@ -46,7 +47,7 @@ def _props(record: EmbedderRecord, namespace: str) -> dict[str, Any]:
         "namespace": namespace,
         "embedder": data["name"],
         "dimension": data["dimension"],
-        "probe": data["probe"],
+        "probe": FloatList(data["probe"]),
         "pending": data["pending"],
         "recorded_at": data["recorded_at"],
     }
@@ -94,7 +95,7 @@ async def set_embeddings(
     for memory_id, values in vectors.items():
         vector = check_vector(values, dim)
         dim = len(vector)
-        rows.append({"id": check_id(memory_id), "embedding": [float(x) for x in vector]})
+        rows.append({"id": check_id(memory_id), "embedding": FloatList(float(x) for x in vector)})
     ids = [r["id"] for r in rows]
 
     async def work(tx: Tx) -> None:

@@ -611,7 +611,7 @@ async def recall_memories(
         "namespace": namespace,
         "kinds": kind_values,
         "include_obsolete": include_obsolete,
-        "vector": query,
+        "vector": mapping.FloatList(query),
         "search_width": store.search_width,
         "memories": store._memories_seen,
     }

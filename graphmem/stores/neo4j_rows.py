@@ -27,6 +27,20 @@ RESERVED_EDGE_PROPS = frozenset({"created_at"})
 """Relationship property names the store uses itself (user props may not take them)."""
 
 
+class FloatList(list[float]):
+    """A vector on its way to Neo4j: a list, which the driver packs as one, whose repr is short.
+
+    The driver formats each RUN's parameters for its debug log whether or not debug logging is
+    on; the repr of 384 floats costs ~140 µs, a seventh of a recall's client time, and 130 ms of
+    every upsert of 1,000 embedded memories (66 ms with this, 195 ms without).
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} floats>"
+
+
 def check_ids(memory_ids: Sequence[str]) -> list[str]:
     """Validated ids, duplicates dropped, order kept."""
     if isinstance(memory_ids, str):
@@ -62,6 +76,9 @@ def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
     fields = type(memory).model_fields
     utility = {k: dumped[k] for k in sorted(UTILITY_FIELDS)} | {Q_LABEL: q_label(memory.q)}
     content = {k: dumped.get(k) for k in fields if k not in skip}
+    embedding = content.get("embedding")
+    if embedding is not None:
+        content["embedding"] = FloatList(embedding)
     if not keep_utility:
         content[Q_LABEL] = utility[Q_LABEL]
     return {"namespace": memory.namespace, "id": memory.id, "utility": utility, "content": content}
