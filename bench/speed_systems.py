@@ -317,7 +317,7 @@ class Neo4jSystem(GraphmemSystem):
         return spent + time.perf_counter() - t0
 
     def cases(self, data: Dataset, s: Settings) -> list[tuple[str, Callable[[int], object]]]:
-        from graphmem.stores.neo4j_recall import MIN_CANDIDATES
+        from graphmem.stores.neo4j_recall import index_candidates
 
         retriever = self._retriever(None)
         if self.store._index_mode(DIM) in ("search", "search-fields"):
@@ -326,7 +326,7 @@ class Neo4jSystem(GraphmemSystem):
             self.store.recall(self.namespace, data.queries[0].tolist(), s.k1)
             pool = self.store.search_beam(s.k1)
         else:
-            pool = max(4 * s.k1, MIN_CANDIDATES)  # what the procedure path over-fetches
+            pool = index_candidates(s.k1)  # what the procedure path over-fetches
         ratio = -(-pool // s.k1)
         return [
             *super().cases(data, s),

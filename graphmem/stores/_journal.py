@@ -326,13 +326,12 @@ class Journal:
         except OSError as e:
             raise StoreError(f"cannot read {self.root / 'CURRENT'}: {e.strerror}") from e
         try:
-            generation = self._parse_current(fd)
-            seen = _identity(os.fstat(fd))
+            generation, st = self._parse_current(fd)
         except BaseException:
             os.close(fd)
             raise
         self._forget_current()
-        self._current_fd, self._current_seen = fd, (seen, generation)
+        self._current_fd, self._current_seen = fd, (_identity(st), generation)
         return generation
 
     def _forget_current(self) -> None:
@@ -340,10 +339,12 @@ class Journal:
             os.close(self._current_fd)
         self._current_fd, self._current_seen = None, None
 
-    def _parse_current(self, fd: int) -> int:
-        """The generation in the open ``CURRENT``; keeps its format and checksums."""
+    def _parse_current(self, fd: int) -> tuple[int, os.stat_result]:
+        """The generation in the open ``CURRENT`` and the file's status; keeps its format and
+        checksums."""
         try:
-            data = json.loads(_pread_range(fd, 0, os.fstat(fd).st_size))
+            st = os.fstat(fd)
+            data = json.loads(_pread_range(fd, 0, st.st_size))
         except (OSError, ValueError) as e:
             raise StoreError(f"cannot read {self.root / 'CURRENT'}: {one_line(str(e))}") from e
         formats = (STORE_FORMAT, *LEGACY_FORMATS)
@@ -359,7 +360,7 @@ class Journal:
             raise StoreError(f"{self.root / 'CURRENT'} holds no valid checksums")
         self.format = str(data["format"])
         self.checksums = {str(k): v for k, v in checksums.items()}
-        return generation
+        return generation, st
 
     def upgrade(self) -> None:
         """Move a format-1 pointer to the current format, once the store has loaded whole

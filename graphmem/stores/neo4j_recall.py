@@ -148,7 +148,7 @@ async def candidates(
         # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
         # memories lack the flag the filter reads): the exact scan settles it.
     elif mode == "procedure":
-        count = max(4 * k, MIN_CANDIDATES)
+        count = index_candidates(k)
         sized = False
         while True:
             record = single(
@@ -218,6 +218,12 @@ def search_candidates(k: int, width: int | None = None, memories: int | None = N
         small = memories is not None and memories <= SMALL_DATABASE
         width = k if small else SEARCH_CANDIDATES_MIN
     return max(k, width)
+
+
+def index_candidates(k: int) -> int:
+    """How many candidates recall first asks the shared index for without in-index filtering
+    (older servers), to find k of one namespace after filtering."""
+    return max(4 * k, MIN_CANDIDATES)
 
 
 def memories_counted(rows: list[dict[str, Any]], before: int | None) -> int | None:

@@ -59,8 +59,12 @@ def call_dimension(nodes: Sequence[AnyMemory]) -> int | None:
 
 
 def props(memory: AnyMemory) -> dict[str, Any]:
-    """A memory as flat Neo4j properties: its JSON form without nulls (Neo4j stores no null)."""
-    return {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
+    """A memory as flat Neo4j properties: its JSON form without nulls (Neo4j stores no null),
+    the embedding as a :class:`FloatList`."""
+    out = {k: v for k, v in memory.model_dump(mode="json").items() if v is not None}
+    if "embedding" in out:
+        out["embedding"] = FloatList(out["embedding"])
+    return out
 
 
 def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
@@ -76,9 +80,6 @@ def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
     fields = type(memory).model_fields
     utility = {k: dumped[k] for k in sorted(UTILITY_FIELDS)} | {Q_LABEL: q_label(memory.q)}
     content = {k: dumped.get(k) for k in fields if k not in skip}
-    embedding = content.get("embedding")
-    if embedding is not None:
-        content["embedding"] = FloatList(embedding)
     if not keep_utility:
         content[Q_LABEL] = utility[Q_LABEL]
     return {"namespace": memory.namespace, "id": memory.id, "utility": utility, "content": content}
