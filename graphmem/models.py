@@ -229,6 +229,13 @@ def check_vector(vector: Any, dimension: int | None = None) -> list[float]:
 def check_vector_array(vector: Any, dimension: int | None = None) -> npt.NDArray[np.float64]:
     """:func:`check_vector` for callers that go on in numpy (a store's query): the float64
     array, without the round trip through a Python list."""
+    return check_vector_norm(vector, dimension)[0]
+
+
+def check_vector_norm(
+    vector: Any, dimension: int | None = None
+) -> tuple[npt.NDArray[np.float64], float]:
+    """:func:`check_vector_array` and the vector's norm."""
     from graphmem.errors import DimensionMismatch, InvalidVector
 
     if isinstance(vector, str | bytes):  # a string of digits is not a vector
@@ -246,6 +253,14 @@ def check_vector_array(vector: Any, dimension: int | None = None) -> npt.NDArray
         raise InvalidVector("an embedding must be a flat sequence of numbers")
     if not array.size:
         raise InvalidVector("an embedding must not be empty")
+    if dimension is not None and array.size == dimension:
+        # The usual case in one product: a norm in bounds is finite, so no item is NaN or
+        # infinite (either makes it NaN or inf). Anything else, including an overflow or an
+        # underflow of the plain product, takes the careful path below (vdot, unlike dot and
+        # matmul, does not warn of an overflow).
+        norm = math.sqrt(float(np.vdot(array, array)))
+        if MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM:
+            return (array.copy() if array is vector else array), norm
     if not np.isfinite(array).all():
         raise InvalidVector("an embedding must contain only finite numbers (no NaN or inf)")
     if dimension is not None and array.size != dimension:
@@ -260,23 +275,31 @@ def check_vector_array(vector: Any, dimension: int | None = None) -> npt.NDArray
         )
     if array is vector:  # the caller's own array: a private one
         array = array.copy()
-    return array
+    return array, norm
 
 
-def construct(cls: type[_M], values: dict[str, Any], fields_set: Iterable[str] | None = None) -> _M:
+def construct(
+    cls: type[_M],
+    values: dict[str, Any],
+    fields_set: Iterable[str] | None = None,
+    *,
+    private: dict[str, Any] | None = None,
+) -> _M:
     """A ``cls`` holding ``values`` as they are: every field given, all of them valid already
     (what pydantic's ``model_construct`` does, without its per-field work, which cost a
     retrieval at 1k memories more than its vector search). ``fields_set``: the fields marked
-    as set (default: all of them). Not for models with private attributes."""
-    if cls.__private_attributes__:
-        raise TypeError(f"{cls.__name__} has private attributes: build it with model_construct")
+    as set (default: all of them). ``private``: the values of the model's private attributes,
+    every one of them (a model with none takes None)."""
+    names = cls.__private_attributes__
+    if (private or {}).keys() != names.keys():
+        raise TypeError(f"{cls.__name__} takes private attributes {sorted(names)}")
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", values)
     object.__setattr__(
         model, "__pydantic_fields_set__", set(values if fields_set is None else fields_set)
     )
     object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    object.__setattr__(model, "__pydantic_private__", private if names else None)
     return model
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gc
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +226,75 @@ def test_a_settling_map_keeps_its_large_dict_untracked_while_it_grows() -> None:
     assert sorted(m) == sorted(k for k, _ in m.items()) and len(list(m.values())) == n - 2
     with pytest.raises(KeyError):
         m[("k3", "x")]
+
+
+def test_recalled_copies_follow_every_write(tmp_path: Path) -> None:
+    """Recall keeps the memories it handed out unpacked (``stores._copies``); every kind of
+    write, by this handle or by another on the same directory, shows in the next copy."""
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store, EmbeddedStore.open(path) as other:
+        store.upsert(
+            [Note(id="n", namespace=NS, content="first", tags=["a"], embedding=[1.0, 0.0])]
+        )
+
+        def recalled() -> Note:
+            memory = store.recall(NS, [1.0, 0.0], 1)[0].memory
+            assert isinstance(memory, Note)
+            return memory
+
+        assert recalled().content == "first"
+        store.upsert([Note(id="n", namespace=NS, content="second", embedding=[1.0, 0.0])])
+        assert (recalled().content, recalled().tags) == ("second", [])
+        store.patch(NS, "n", {"tags": ["b"]})
+        assert recalled().tags == ["b"]
+        store.update_utility(NS, ["n"], 1.0, 0.5)
+        assert recalled().q == 0.75
+        store.set_embeddings(NS, {"n": [1.0, 1.0]})  # the vector alone changes
+        assert recalled().embedding == [1.0, 1.0]
+        store.delete(NS, ["n"])
+        store.upsert([Note(id="n", namespace=NS, content="third", embedding=[1.0, 0.0])])
+        assert recalled().content == "third"
+        other.patch(NS, "n", {"content": "from the other handle"})
+        assert recalled().content == "from the other handle"
+        other.compact()
+        other.set_embeddings(NS, {"n": [0.5, 0.0]})
+        assert recalled().embedding == [0.5, 0.0]
+
+
+def test_recalled_copies_are_private_and_bounded() -> None:
+    from graphmem.stores._copies import RecentCopies
+
+    store = EmbeddedStore(None)
+    store.upsert(
+        [Note(id=f"n{i}", namespace=NS, content=f"c{i}", embedding=[1.0, i]) for i in range(5)]
+    )
+    first = store.recall(NS, [1.0, 0.0], 1)[0].memory
+    assert first.embedding == [1.0, 0.0]
+    assert isinstance(first, Note)
+    first.embedding.append(9.0)
+    first.keywords.append("changed")
+    again = store.recall(NS, [1.0, 0.0], 1)[0].memory
+    assert isinstance(again, Note)
+    assert (again.embedding, again.keywords) == ([1.0, 0.0], [])
+    assert again is not first and again.__dict__ is not first.__dict__
+
+    copies = RecentCopies(limit=3)
+    store._state.copies = copies
+    store.recall(NS, [1.0, 0.0], 5)
+    assert len(copies) == 3  # the oldest made way
+    assert [m.id for m in store.iter_nodes(NS)] == [f"n{i}" for i in range(5)]
+    assert len(copies) == 3  # a walk over every memory goes around them
+    store.close()
+
+
+def test_row_floats_are_numpys_floats() -> None:
+    import numpy as np
+
+    from graphmem.stores._vectors import row_floats
+
+    rows = np.random.default_rng(7).standard_normal((4, 384)).astype(np.float32)
+    rows[0, :4] = [1e-45, -3.4e38, 0.1, -0.0]  # a subnormal, the largest magnitude, -0.0
+    for row in rows:
+        got = row_floats(row)
+        assert got == row.tolist()
+        assert all(type(x) is float for x in got)

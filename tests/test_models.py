@@ -6,6 +6,7 @@ import json
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -284,3 +285,34 @@ def test_seeded_ids_repeat_a_sequence_and_random_ids_come_back_after() -> None:
     assert first == again and len(set(first)) == 3
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in first)
     assert new_id() not in first and new_id() != new_id()
+
+
+@pytest.mark.parametrize(
+    "embedding",
+    [
+        [math.nan, 1.0, 1.0],
+        [1.0, math.inf, 1.0],
+        [math.inf, -math.inf, 1.0],
+        [0.0, 0.0, 0.0],
+        [1e-160, 1e-160, 1e-160],  # the plain product underflows; the norm is below bounds
+        [1e160, 1.0, 1.0],  # the plain product overflows; the norm is above bounds
+        [1e-31, 0.0, 0.0],
+        [1e31, 0.0, 0.0],
+    ],
+)
+def test_a_bad_vector_of_the_expected_dimension_is_refused(embedding: list[float]) -> None:
+    """The expected dimension takes a one-product path; it refuses what the careful one does."""
+    with pytest.raises(InvalidVector):
+        check_vector(embedding, 3)
+
+
+def test_a_vector_near_the_bounds_is_accepted_with_its_norm() -> None:
+    from graphmem.models import check_vector_norm
+
+    for values in ([3e-20, 4e-20, 0.0], [3e20, 4e20, 0.0], [3.0, 4.0, 0.0], [1e-29, 0.0, 0.0]):
+        array, norm = check_vector_norm(values, 3)
+        assert array.tolist() == values
+        assert norm == pytest.approx(math.hypot(*values), rel=1e-12)
+    mine = np.array([3.0, 4.0, 0.0])
+    array, _ = check_vector_norm(mine, 3)
+    assert array is not mine  # the caller's array stays the caller's

@@ -31,7 +31,7 @@ import logging
 import math
 import random
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from weakref import WeakKeyDictionary
 
@@ -130,8 +130,8 @@ def zscores(values: Sequence[float]) -> list[float]:
     """
     if not values:
         return []
-    xs = [_ordinal(v) for v in values]
-    scale = max(abs(x) for x in xs)
+    xs = _ordinals(values)
+    scale = max(map(abs, xs))
     if scale == 0.0:
         return [0.0] * len(xs)
     ys = [x / scale for x in xs]
@@ -145,6 +145,14 @@ def zscores(values: Sequence[float]) -> list[float]:
     if not std > 0.0:
         return [0.0] * len(xs)
     return [(y - mean) / std for y in ys]
+
+
+def _ordinals(values: Iterable[float]) -> list[float]:
+    """:func:`_ordinal` of each value (one sum says whether any needs it)."""
+    xs = [float(v) for v in values]
+    if not math.isfinite(sum(xs)):  # a NaN or an infinity among them (or a sum past range)
+        xs = [_ordinal(x) for x in xs]
+    return xs
 
 
 def _ordinal(value: float) -> float:
@@ -245,8 +253,8 @@ def rank_candidates(
     the pool (the ``reward`` setting of ``RetrievalConfig.q_scale``). ``q_prior``: Q as
     :func:`prior_q` values it (``RetrievalConfig.q_prior``); hits still report the stored Q.
     """
-    sims = [_ordinal(sim) for _, sim in candidates]
-    qs = [_ordinal(m.q) for m, _ in candidates]
+    sims = _ordinals([sim for _, sim in candidates])
+    qs = _ordinals([m.q for m, _ in candidates])
     z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
     kinds = None if utility_kinds is None else {str(k) for k in utility_kinds}
     valued = [i for i, (m, _) in enumerate(candidates) if kinds is None or str(m.kind) in kinds]
@@ -361,10 +369,19 @@ def retrieve(
     )
 
     # Built without validation: namespace, query and config were checked above.
-    result = Retrieval.model_construct(
-        namespace=namespace, query=query, config=cfg, hits=hits, explored=explored
+    result = construct(
+        Retrieval,
+        {
+            "namespace": namespace,
+            "query": query,
+            "config": cfg,
+            "hits": hits,
+            "episode_id": None,
+            "explored": explored,
+        },
+        ("namespace", "query", "config", "hits", "explored"),
+        private={"_store": mem.store},
     )
-    result._store = mem.store
     if open_episode or episode_id is not None:
         result.episode_id = record_retrieval(mem.store, result, episode_id=episode_id)
     return result

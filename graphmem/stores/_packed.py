@@ -116,6 +116,25 @@ def unpack(packed: Packed, embedding: list[float] | None = None) -> AnyMemory:
     return memory
 
 
+def unpack_fields(packed: Packed) -> dict[str, Any]:
+    """The field values of the packed memory as its model holds them (embedding None), to
+    build models from with :func:`copy_fields`."""
+    data = _fields(_LAYOUTS[packed[0]], packed)
+    data["embedding"] = None
+    return data
+
+
+def copy_fields(packed: Packed, fields: dict[str, Any], embedding: list[float] | None) -> AnyMemory:
+    """A new model of the packed memory from ``fields`` (:func:`unpack_fields` of it), which
+    it does not share: its lists and dicts are copied (their items are immutable, as packed),
+    and ``embedding`` is attached."""
+    layout = _LAYOUTS[packed[0]]
+    data = _containers_copied(layout, dict(fields))
+    data["embedding"] = embedding
+    memory: AnyMemory = _build(layout, data, packed[1])  # type: ignore[assignment]
+    return memory
+
+
 def pack_edge(edge: Edge) -> Packed:
     """``edge`` as a flat tuple of plain values (its props as (name, value) pairs)."""
     values = edge.__dict__
@@ -132,14 +151,19 @@ def unpack_edge(packed: Packed) -> Edge:
     return edge
 
 
-def _fields(layout: _Layout, packed: Packed) -> dict[str, Any]:
-    data = dict(zip(layout.names, packed[2:], strict=True))
+def _containers_copied(layout: _Layout, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with a new list or dict in each list or dict field (from a tuple, or a copy)."""
     for name in layout.lists:
         if data[name] is not None:
             data[name] = list(data[name])
     for name in layout.dicts:
         if data[name] is not None:
             data[name] = dict(data[name])
+    return data
+
+
+def _fields(layout: _Layout, packed: Packed) -> dict[str, Any]:
+    data = _containers_copied(layout, dict(zip(layout.names, packed[2:], strict=True)))
     for name, enum in layout.enums.items():
         value = data[name]
         if value is not None:

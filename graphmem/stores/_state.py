@@ -22,9 +22,10 @@ from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
+from graphmem.stores._copies import RecentCopies
 from graphmem.stores._graph import PackedGraph
 from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
-from graphmem.stores._vectors import Vector, VectorIndex
+from graphmem.stores._vectors import Vector, VectorIndex, row_floats
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 
 
@@ -173,6 +174,7 @@ class GraphState:
         # namespace is emptied, like Neo4j's meta node).
         self.embedders: dict[str, dict[str, Any]] = {}
         self.ann_threshold: int | None = None  # set by the store once the state is loaded
+        self.copies = RecentCopies()  # the memories handed out last, unpacked (see _copies)
 
     def set_ann_threshold(
         self, threshold: int | None, graphs: dict[str, AnnGraph] | None = None
@@ -311,14 +313,18 @@ class GraphState:
             return None
         return space.vectors.get(memory_id)
 
-    def copy_out(self, namespace: str, memory_id: str) -> AnyMemory | None:
-        """A private copy of a memory, embedding attached, safe to hand to callers."""
+    def copy_out(self, namespace: str, memory_id: str, *, keep: bool = True) -> AnyMemory | None:
+        """A private copy of a memory, embedding attached, safe to hand to callers.
+        ``keep``: through the namespace's recent copies (see _copies); False for a walk over
+        many memories, which would only push the recent ones out."""
         space = self.spaces.get(namespace)
         if space is None or memory_id not in space.graph:
             return None
         vector = None if space.vectors is None else space.vectors.row(memory_id)
-        embedding = None if vector is None else vector.tolist()
-        return unpack(space.graph.node(memory_id), embedding)
+        packed = space.graph.node(memory_id)
+        if keep:
+            return self.copies.copy((namespace, memory_id), packed, vector)
+        return unpack(packed, None if vector is None else row_floats(vector))
 
     def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
         space = self.spaces.get(namespace)

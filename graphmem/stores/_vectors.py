@@ -32,6 +32,7 @@ import itertools
 import os
 import threading
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -81,6 +82,20 @@ def as_float32(values: Sequence[float] | npt.NDArray[np.float64]) -> Vector:
     return vector
 
 
+def row_floats(row: Vector) -> list[float]:
+    """A row as a list of Python floats: the values numpy's ``tolist`` gives, made through
+    the buffer protocol in about half its time (6 against 10 µs for 384 floats)."""
+    values: list[float] = memoryview(row).tolist()  # type: ignore[arg-type, assignment]
+    return values
+
+
+class _Passing(NamedTuple):
+    """The rows a search's filters pass: as a mask over [0, n), and as their indices."""
+
+    mask: npt.NDArray[np.bool_]
+    rows: npt.NDArray[np.intp]
+
+
 class VectorIndex:
     """Embeddings of one namespace, by memory id."""
 
@@ -115,8 +130,9 @@ class VectorIndex:
         self._row: dict[str, int] = {}
         self._free: list[int] = []
         self._used = 0  # rows [0, _used) have been handed out at least once
-        # (kinds, include_obsolete) → the rows those filters pass; emptied by every write.
-        self._masks: dict[tuple[tuple[str, ...] | None, bool], npt.NDArray[np.bool_]] = {}
+        # (kinds, include_obsolete) → the rows those filters pass, as a mask and as indices;
+        # emptied by every write.
+        self._masks: dict[tuple[tuple[str, ...] | None, bool], _Passing] = {}
         # The approximate index, while this namespace has one (see the module docstring).
         self._ann: _ann.AnnGraph | None = None
         self._ann_lock = threading.Lock()  # a builder step, a search through the graph
@@ -244,33 +260,34 @@ class VectorIndex:
         n = self._used
         if n == 0 or k <= 0:
             return []
-        mask = self._filter_mask(n, kinds, include_obsolete).copy()
+        passing = self._passing(n, kinds, include_obsolete)
         # Never waits: while the builder holds the lock, or lags, the exact scan answers.
         if self._ann is not None and self._ann_lock.acquire(blocking=False):
             try:
-                found = self._approximate(unit, k, mask, min_sim)
+                found = self._approximate(unit, k, passing, min_sim)
             finally:
                 self._ann_lock.release()
             if found is not None:
                 return found
         sims = self._scan(unit, n)
         sims *= self._inv_norm[:n]
-        np.clip(sims, -1.0, 1.0, out=sims)
+        sims.clip(-1.0, 1.0, out=sims)
+        rows = passing.rows
         if min_sim is not None:
-            mask &= sims >= np.float32(min_sim)
-        rows = np.flatnonzero(mask)
+            rows = rows[sims[rows] >= np.float32(min_sim)]
         if rows.size > k:
-            rows = rows[np.argpartition(-sims[rows], k - 1)[:k]]
+            if rows.size == n:  # every row passes: rows[i] == i
+                rows = np.argpartition(-sims, k - 1)[:k]
+            else:
+                rows = rows[np.argpartition(-sims[rows], k - 1)[:k]]
         return self._ranked(rows.tolist(), sims[rows].tolist())
 
-    def _filter_mask(
-        self, n: int, kinds: Sequence[str] | None, include_obsolete: bool
-    ) -> npt.NDArray[np.bool_]:
+    def _passing(self, n: int, kinds: Sequence[str] | None, include_obsolete: bool) -> _Passing:
         """The rows of [0, n) that the filters pass (kept until the next write; read-only)."""
         key = (None if kinds is None else tuple(kinds), include_obsolete)
-        mask = self._masks.get(key)
-        if mask is not None and len(mask) == n:
-            return mask
+        kept = self._masks.get(key)
+        if kept is not None and len(kept.mask) == n:
+            return kept
         mask = self._live[:n].copy()
         if kinds is not None:
             wanted = np.zeros(len(KIND_CODES), dtype=bool)
@@ -280,8 +297,8 @@ class VectorIndex:
             mask &= ~self._obsolete[:n]
         if len(self._masks) >= 16:
             self._masks.clear()
-        self._masks[key] = mask
-        return mask
+        kept = self._masks[key] = _Passing(mask, np.flatnonzero(mask))
+        return kept
 
     def _ranked(self, rows: list[int], sims: list[float]) -> list[tuple[str, float]]:
         # Rows are live rows (the filters start from the live mask), so each has an id.
@@ -304,7 +321,7 @@ class VectorIndex:
         return len(self._pending)
 
     def _approximate(
-        self, unit: Vector, k: int, allowed: npt.NDArray[np.bool_], min_sim: float | None
+        self, unit: Vector, k: int, filtered: _Passing, min_sim: float | None
     ) -> list[tuple[str, float]] | None:
         """The top-k from over-fetched graph candidates and the pending rows, re-scored
         exactly (the caller holds the index lock); ``None`` when too much is pending, or the
@@ -312,7 +329,8 @@ class VectorIndex:
         graph = self._ann
         if graph is None or len(self._pending) > ANN_PENDING_LIMIT:
             return None
-        passing = int(np.count_nonzero(allowed))
+        allowed = filtered.mask
+        passing = int(filtered.rows.size)
         if passing == 0:
             return []
         # Ask for more when the filters pass only part of the namespace; a filter so narrow

@@ -74,7 +74,7 @@ from graphmem.models import (
     check_id,
     check_namespace,
     check_vector,
-    check_vector_array,
+    check_vector_norm,
     construct,
     memory_from_dict,
     utcnow,
@@ -722,8 +722,8 @@ class EmbeddedStore(MemoryStore):
             raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
         with self._read():
-            query = check_vector_array(vector, self._state.dimension)  # finite, norm in bounds
-            unit = (query / np.linalg.norm(query)).astype(np.float32)
+            query, norm = check_vector_norm(vector, self._state.dimension)  # norm in bounds
+            unit = (query / norm).astype(np.float32)
             space = self._state.spaces.get(namespace)
             if space is None or space.vectors is None:
                 return []
@@ -771,7 +771,10 @@ class EmbeddedStore(MemoryStore):
         # lock throughout nor materialises every embedding at once.
         for start in range(0, len(keys), _ITER_CHUNK):
             with self._read():
-                chunk = [self._state.copy_out(ns, i) for ns, i in keys[start : start + _ITER_CHUNK]]
+                chunk = [
+                    self._state.copy_out(ns, i, keep=False)
+                    for ns, i in keys[start : start + _ITER_CHUNK]
+                ]
             for memory in chunk:
                 if memory is not None and (wanted is None or memory.kind in wanted):
                     yield memory
