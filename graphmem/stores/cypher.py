@@ -428,9 +428,7 @@ RETURN count(m) AS size
 # candidates than k in a large database (neo4j_recall.search_candidates: an HNSW search for
 # exactly k misses some of the true top k there), and only the `$ship` best by its score travel
 # back. Every row carries the database's count of memories (a count-store read, no scan): the
-# store sizes the next search's beam by it. The embedding travels as a VECTOR value (Bolt 6: one
-# block of big-endian float64s, the stored doubles exactly), not as a list: the server writes
-# and the driver reads one value instead of hundreds (a quarter of a recall's client CPU at 1k).
+# store sizes the next search's beam by it.
 # One predicate on the filter key (the keys of every kind and flag asked for) where the three
 # of RECALL_SEARCH_FIELDS cost ~1 ms per query more at 100k.
 RECALL_SEARCH: Final = """
@@ -446,11 +444,7 @@ MATCH (m:Memory)
 WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
-RETURN m {.*, embedding: null} AS props,
-  CASE WHEN m.embedding IS :: LIST<INTEGER NOT NULL | FLOAT NOT NULL> NOT NULL
-    AND 0 < size(m.embedding) <= 4096
-  THEN vector(m.embedding, size(m.embedding), FLOAT64) END AS vector,
-  EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
 # The same on an index that carries namespace, kind and the obsolete flag (FILTER_FIELDS), as
@@ -468,11 +462,7 @@ MATCH (m:Memory)
 WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
-RETURN m {.*, embedding: null} AS props,
-  CASE WHEN m.embedding IS :: LIST<INTEGER NOT NULL | FLOAT NOT NULL> NOT NULL
-    AND 0 < size(m.embedding) <= 4096
-  THEN vector(m.embedding, size(m.embedding), FLOAT64) END AS vector,
-  EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
 # Exact cosine over the namespace alone, for when the index is missing or cannot fill k.

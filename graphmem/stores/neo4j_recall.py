@@ -40,7 +40,6 @@ from typing import Any, Literal
 
 import neo4j
 import numpy as np
-from neo4j.vector import Vector, VectorDType
 
 from graphmem.errors import InvalidInput
 from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, AnyMemory, MemoryKind, construct
@@ -143,10 +142,7 @@ async def candidates(
     """
     if mode in ("search", "search-fields"):
         query, args = _search(params, k, mode)
-        found = [
-            _row(r) | {"vector": r["vector"], "memories": r["memories"]}
-            for r in await tx.run(query, **args)
-        ]
+        found = [_row(r) | {"memories": r["memories"]} for r in await tx.run(query, **args)]
         if len(found) >= k:
             return found
         # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
@@ -251,9 +247,7 @@ def rank(
     # caught half-deleted or half-written is read again (TornRead; rank runs in the read body).
     rows = [r for r in rows if live(r["props"])]
     for r in rows:
-        if not isinstance(
-            r["vector"] if "vector" in r else r["props"].get("embedding"), list | Vector
-        ):
+        if not isinstance(r["props"].get("embedding"), list):
             raise TornRead(
                 InvalidInput(f"memory {r['props']['id']!r} was read without its embedding")
             )
@@ -290,14 +284,9 @@ def rank(
 
 def _embeddings(rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     """The rows' embeddings as a matrix and their norms, checked as a memory's embedding is
-    (finite, not zero, norm in bounds) for all rows at once; TornRead for any that is not.
-    An in-index search's rows carry them as VECTOR values of float64 (``vector``), the others
-    as lists in their properties."""
+    (finite, not zero, norm in bounds) for all rows at once; TornRead for any that is not."""
     try:
-        if "vector" in rows[0]:
-            matrix = _vector_matrix([r["vector"] for r in rows])
-        else:
-            matrix = np.array([r["props"]["embedding"] for r in rows], dtype=np.float64)
+        matrix = np.array([r["props"]["embedding"] for r in rows], dtype=np.float64)
     except (TypeError, ValueError) as e:
         raise TornRead(InvalidInput("memories were read with malformed embeddings")) from e
     norms = np.linalg.norm(matrix, axis=1)
@@ -305,15 +294,6 @@ def _embeddings(rows: list[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
     if matrix.ndim != 2 or bad.any():
         raise TornRead(InvalidInput("memories were read with embeddings that are not vectors"))
     return matrix, norms
-
-
-def _vector_matrix(vectors: list[Vector]) -> np.ndarray:
-    """VECTOR values of float64, all of one dimension, as the rows of a native float64 matrix
-    (one copy of their bytes, not a Python float per item); ValueError for any other."""
-    raws = [v.raw() for v in vectors]
-    if any(v.dtype != VectorDType.F64 for v in vectors) or len({len(r) for r in raws}) != 1:
-        raise ValueError("VECTOR values of mixed types or dimensions")
-    return np.frombuffer(b"".join(raws), dtype=">f8").reshape(len(raws), -1).astype(np.float64)
 
 
 def _memory(props: dict[str, Any], embedding: list[float]) -> AnyMemory:
