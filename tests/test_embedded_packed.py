@@ -229,8 +229,9 @@ def test_a_settling_map_keeps_its_large_dict_untracked_while_it_grows() -> None:
 
 
 def test_recalled_copies_follow_every_write(tmp_path: Path) -> None:
-    """Recall keeps the memories it handed out unpacked (``stores._copies``); every kind of
-    write, by this handle or by another on the same directory, shows in the next copy."""
+    """The store keeps the floats of the embeddings it handed out last
+    (``stores._recent_floats``); every kind of write, by this handle or by another on the same
+    directory, shows in the next copy."""
     path = tmp_path / "store"
     with EmbeddedStore.open(path) as store, EmbeddedStore.open(path) as other:
         store.upsert(
@@ -262,7 +263,7 @@ def test_recalled_copies_follow_every_write(tmp_path: Path) -> None:
 
 
 def test_recalled_copies_are_private_and_bounded() -> None:
-    from graphmem.stores._copies import RecentCopies
+    from graphmem.stores._recent_floats import RecentFloats
 
     store = EmbeddedStore(None)
     store.upsert(
@@ -276,14 +277,14 @@ def test_recalled_copies_are_private_and_bounded() -> None:
     again = store.recall(NS, [1.0, 0.0], 1)[0].memory
     assert isinstance(again, Note)
     assert (again.embedding, again.keywords) == ([1.0, 0.0], [])
-    assert again is not first and again.__dict__ is not first.__dict__
+    assert again.embedding is not first.embedding
 
-    copies = RecentCopies(limit=3)
-    store._state.copies = copies
+    kept = RecentFloats(limit=3)
+    store._state.floats = kept
     store.recall(NS, [1.0, 0.0], 5)
-    assert len(copies) == 3  # the oldest made way
+    assert len(kept) == 3  # the oldest made way
     assert [m.id for m in store.iter_nodes(NS)] == [f"n{i}" for i in range(5)]
-    assert len(copies) == 3  # a walk over every memory goes around them
+    assert len(kept) == 3  # a walk over every memory goes around them
     store.close()
 
 
@@ -298,3 +299,19 @@ def test_row_floats_are_numpys_floats() -> None:
         got = row_floats(row)
         assert got == row.tolist()
         assert all(type(x) is float for x in got)
+
+
+def test_kept_floats_stay_out_of_full_collections() -> None:
+    """What the store keeps to hand embeddings out again is untracked once a collection has
+    seen it: kept as lists, 1,024 embeddings added 17 ms to every full collection."""
+    store = EmbeddedStore(None)
+    store.upsert(
+        [Note(id=f"n{i}", namespace=NS, content=f"c{i}", embedding=[1.0, i]) for i in range(20)]
+    )
+    store.recall(NS, [1.0, 0.0], 20)
+    for _ in range(3):
+        gc.collect()
+    entries = list(store._state.floats._entries.values())
+    assert len(entries) == 20
+    assert not any(gc.is_tracked(entry) for entry in entries)
+    store.close()

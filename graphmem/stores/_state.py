@@ -22,9 +22,9 @@ from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
-from graphmem.stores._copies import RecentCopies
 from graphmem.stores._graph import PackedGraph
 from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
+from graphmem.stores._recent_floats import RecentFloats
 from graphmem.stores._vectors import Vector, VectorIndex, row_floats
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 
@@ -174,7 +174,7 @@ class GraphState:
         # namespace is emptied, like Neo4j's meta node).
         self.embedders: dict[str, dict[str, Any]] = {}
         self.ann_threshold: int | None = None  # set by the store once the state is loaded
-        self.copies = RecentCopies()  # the memories handed out last, unpacked (see _copies)
+        self.floats = RecentFloats()  # the embeddings handed out last (see _recent_floats)
 
     def set_ann_threshold(
         self, threshold: int | None, graphs: dict[str, AnnGraph] | None = None
@@ -315,16 +315,18 @@ class GraphState:
 
     def copy_out(self, namespace: str, memory_id: str, *, keep: bool = True) -> AnyMemory | None:
         """A private copy of a memory, embedding attached, safe to hand to callers.
-        ``keep``: through the namespace's recent copies (see _copies); False for a walk over
-        many memories, which would only push the recent ones out."""
+        ``keep``: the embedding through the recent floats (see _recent_floats); False for a
+        walk over many memories, which would only push the recent ones out."""
         space = self.spaces.get(namespace)
         if space is None or memory_id not in space.graph:
             return None
         vector = None if space.vectors is None else space.vectors.row(memory_id)
         packed = space.graph.node(memory_id)
+        if vector is None:
+            return unpack(packed, None)
         if keep:
-            return self.copies.copy((namespace, memory_id), packed, vector)
-        return unpack(packed, None if vector is None else row_floats(vector))
+            return unpack(packed, self.floats.floats((namespace, memory_id), vector))
+        return unpack(packed, row_floats(vector))
 
     def edge(self, namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge | None:
         space = self.spaces.get(namespace)
