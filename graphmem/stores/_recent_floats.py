@@ -48,6 +48,3 @@ class RecentFloats:
                 del self._entries[next(iter(self._entries))]  # the oldest entry
             self._entries[key] = entry
         return list(entry[1])
-
-    def clear(self) -> None:
-        self._entries.clear()
