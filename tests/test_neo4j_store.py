@@ -440,6 +440,47 @@ def test_recall_flags_superseded_memories_so_retrieval_takes_one_round_trip(
     assert [h.memory.id for h in got.hits] == ["n1", "n2", "n3"]
 
 
+@pytest.mark.neo4j
+@needs_neo4j
+@pytest.mark.parametrize("mode", ["search", "procedure", "exact"])
+def test_recall_ships_only_candidates_that_can_rank_and_orders_near_ties_exactly(
+    neo: Neo4jStore, namespace: str, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of the server's best candidates only those within SHIP_MARGIN of the k-th best's score
+    travel back (each row carries an embedding); near-ties within it all travel, and the exact
+    float64 cosine orders them, not the server's float32 score and id."""
+    if mode == "search" and neo._index_mode(DIM) != "search":
+        pytest.skip("this server has no in-index filtered search")
+    # t0 and t1 are one float32 vector (the server scores them alike and orders them by id);
+    # in float64 t1 is the nearer, by 1e-10 of cosine. f* are well apart from both.
+    near = [
+        note(namespace, "t0", "t0", vec(DIM, 1, 0.02)),
+        note(namespace, "t1", "t1", vec(DIM, 1, 0.02 - 1e-10)),
+    ]
+    far = [note(namespace, f"f{i}", "f", vec(DIM, 1, 0.2 + 0.1 * i)) for i in range(8)]
+    neo.upsert(near + far)
+    monkeypatch.setattr(neo, "_index_ready", mode)
+    # A beam of k = 1 would find one of the float32 twins only: the index asks for 10 here.
+    monkeypatch.setattr(neo, "_search_width", 10)
+    shipped: list[int] = []
+    rank = neo4j_recall.rank
+
+    def counting(rows: list[dict[str, Any]], *args: Any) -> Any:
+        shipped.append(len(rows))
+        return rank(rows, *args)
+
+    monkeypatch.setattr(neo4j_recall, "rank", counting)
+    hits = neo.recall(namespace, vec(DIM, 1), 1)
+    assert [h.memory.id for h in hits] == ["t1"] and shipped == [2]
+    assert hits[0].sim > neo.recall(namespace, vec(DIM, 1), 2)[1].sim
+    shipped.clear()
+    hits = neo.recall(namespace, vec(DIM, 1), 3)
+    assert [h.memory.id for h in hits] == ["t1", "t0", "f0"] and shipped == [3]
+    # Fewer candidates than k: every one travels.
+    shipped.clear()
+    assert len(neo.recall(namespace, vec(DIM, 1), 20)) == 10 and shipped[-1] == 10
+
+
 def _hammer(namespace: str, memory_id: str, reward: float, alpha: float, n: int) -> None:
     store = Neo4jStore.from_uri(URI or "", USER, PASSWORD, DATABASE)
     try:

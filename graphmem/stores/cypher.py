@@ -395,8 +395,10 @@ RETURN DISTINCT id
 
 # The vector index holds every namespace: ask it for `$candidates` neighbours and keep those of
 # this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry and
-# `found` how many passed the filter. Only the `$ship` best of those by the server's exact cosine
-# travel back (embeddings are most of a row's bytes); the caller re-scores them in float64.
+# `found` how many passed the filter. Of the `$ship` best of those by the server's exact cosine,
+# only the ones within `$margin` of the k-th best's score travel back (embeddings are most of a
+# row's bytes; neo4j_recall.SHIP_MARGIN says why no other can rank in the top k); the caller
+# re-scores them in float64.
 RECALL_INDEX: Final = """
 CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node
 WITH count(*) AS raw,
@@ -409,6 +411,11 @@ CALL (kept) {
   WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
   ORDER BY score DESC, m.id
   LIMIT $ship
+  WITH collect({m: m, score: score}) AS top
+  WITH top, top[$k - 1].score AS kth
+  UNWIND top AS t
+  WITH t WHERE kth IS NULL OR t.score >= kth - $margin
+  WITH t.m AS m
   RETURN collect({props: properties(m),
                   superseded: EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }}) AS rows
 }
@@ -426,9 +433,9 @@ RETURN count(m) AS size
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
 # itself keeps only this namespace's live memories of these kinds. It is asked for more
 # candidates than k in a large database (neo4j_recall.search_candidates: an HNSW search for
-# exactly k misses some of the true top k there), and only the `$ship` best by its score travel
-# back. Every row carries the database's count of memories (a count-store read, no scan): the
-# store sizes the next search's beam by it.
+# exactly k misses some of the true top k there), and of the `$ship` best by its score only the
+# ones within `$margin` of the k-th best's travel back. Every row carries the database's count
+# of memories (a count-store read, no scan): the store sizes the next search's beam by it.
 # One predicate on the filter key (the keys of every kind and flag asked for) where the three
 # of RECALL_SEARCH_FIELDS cost ~1 ms per query more at 100k.
 RECALL_SEARCH: Final = """
@@ -444,6 +451,11 @@ MATCH (m:Memory)
 WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
+WITH collect({m: m, score: score}) AS top, memories
+WITH top, memories, top[$k - 1].score AS kth
+UNWIND top AS t
+WITH t, memories WHERE kth IS NULL OR t.score >= kth - $margin
+WITH t.m AS m, memories
 RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
@@ -462,10 +474,16 @@ MATCH (m:Memory)
 WITH m, score, memories
 ORDER BY score DESC, m.id
 LIMIT $ship
+WITH collect({m: m, score: score}) AS top, memories
+WITH top, memories, top[$k - 1].score AS kth
+UNWIND top AS t
+WITH t, memories WHERE kth IS NULL OR t.score >= kth - $margin
+WITH t.m AS m, memories
 RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
-# Exact cosine over the namespace alone, for when the index is missing or cannot fill k.
+# Exact cosine over the namespace alone, for when the index is missing or cannot fill k; the
+# rows shipped are cut as in RECALL_INDEX.
 RECALL_EXACT: Final = """
 MATCH (m:Memory {namespace: $namespace})
 WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
@@ -473,7 +491,12 @@ WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
   AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
 WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
 ORDER BY score DESC, m.id
-LIMIT $limit
+LIMIT $ship
+WITH collect({m: m, score: score}) AS top
+WITH top, top[$k - 1].score AS kth
+UNWIND top AS t
+WITH t WHERE kth IS NULL OR t.score >= kth - $margin
+WITH t.m AS m
 RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
