@@ -251,7 +251,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     # SMALL_DATABASE memories (an HNSW search for exactly k misses some of the true top k
     # there), counted by its first search; graphrag is timed at its default beam and at that one.
     fresh.recall(namespaces[0], queries[0].tolist(), args.k1)
-    beam = {"candidates": fresh.search_beam(args.k1), **ship_args(args.k1)}
+    beam = {"candidates": fresh.search_beam(args.k1), **ship_args(args.k1, DIM)}
     ratio = -(-beam["candidates"] // args.k1)
 
     def graphrag(beam_ratio: int, filters: dict[str, str] | None = None) -> Callable[[int], object]:

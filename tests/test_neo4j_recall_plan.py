@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
+
 from graphmem.stores import cypher
 from graphmem.stores.neo4j_recall import EXACT_MAX, MIN_CANDIDATES, candidates
 
@@ -124,3 +126,23 @@ def test_rank_checks_the_embeddings_it_reads_and_keeps_them_exact() -> None:
     for bad in ([0.0, 0.0], [math.nan, 1.0], [math.inf, 1.0], [1.0], ["x", 1.0]):
         with pytest.raises(TornRead):
             rank([row("a", [1.0, 0.0]), row("b", bad)], [1.0, 0.0], 2, None)
+
+
+def test_the_ship_margin_covers_float32_rounding_of_the_servers_cosine_many_times_over() -> None:
+    """A candidate the server's float32 score puts more than ship_margin below the k-th best
+    cannot rank among the top k by float64 cosine: the margin (in the server's (1 + cos) / 2
+    units) must exceed twice the score's rounding error, that is the cosine's error."""
+    import numpy as np
+
+    from graphmem.stores.neo4j_recall import ship_args, ship_margin
+
+    rng = np.random.default_rng(7)
+    for n in (8, 384, 1536):
+        a, b = rng.standard_normal((2, 2000, n))
+        exact = np.einsum("ij,ij->i", a, b) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        dots = np.einsum("ij,ij->i", a32, b32)
+        rounded = dots / np.sqrt(np.einsum("ij,ij->i", a32, a32) * np.einsum("ij,ij->i", b32, b32))
+        assert np.abs(rounded.astype(np.float64) - exact).max() * 8 < ship_margin(n)
+    assert ship_args(5, 384) == {"ship": 14, "k": 5, "margin": ship_margin(384)}
+    assert ship_margin(384) == pytest.approx(9.2e-5, rel=0.01)

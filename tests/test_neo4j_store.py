@@ -446,7 +446,7 @@ def test_recall_flags_superseded_memories_so_retrieval_takes_one_round_trip(
 def test_recall_ships_only_candidates_that_can_rank_and_orders_near_ties_exactly(
     neo: Neo4jStore, namespace: str, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Of the server's best candidates only those within SHIP_MARGIN of the k-th best's score
+    """Of the server's best candidates only those within ship_margin of the k-th best's score
     travel back (each row carries an embedding); near-ties within it all travel, and the exact
     float64 cosine orders them, not the server's float32 score and id."""
     if mode == "search" and neo._index_mode(DIM) != "search":

@@ -397,7 +397,7 @@ RETURN DISTINCT id
 # this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry and
 # `found` how many passed the filter. Of the `$ship` best of those by the server's exact cosine,
 # only the ones within `$margin` of the k-th best's score travel back (embeddings are most of a
-# row's bytes; neo4j_recall.SHIP_MARGIN says why no other can rank in the top k); the caller
+# row's bytes; neo4j_recall.ship_margin says why no other can rank in the top k); the caller
 # re-scores them in float64.
 RECALL_INDEX: Final = """
 CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node

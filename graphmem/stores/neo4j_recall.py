@@ -9,7 +9,7 @@ as wide as its limit, and a beam of k found only 81–84 % of the true top 5 amo
 memories. In a smaller database a beam of k finds them all, and a wider one only costs time;
 every search's rows carry the database's count of memories, and the store sizes the next beam
 by it. The server orders the candidates by the index's score and ships, of the best
-``shipped(k)``, those whose score is within ``SHIP_MARGIN`` of the k-th best's (usually k of
+``shipped(k)``, those whose score is within ``ship_margin`` of the k-th best's (usually k of
 them). An index built before the key, which carries the three properties, is
 searched with three predicates until ``schema apply`` replaces it. Older servers use the path
 below.
@@ -28,7 +28,7 @@ k results come back whenever the namespace holds k matching memories. Either way
 ranking and the reported ``sim`` are exact float64 cosines computed here, not the index's
 approximate scores (which Neo4j also rescales to [0, 1]). The server orders the filtered
 candidates by its own exact cosine and ships only those of the best ``shipped(k)`` within
-``SHIP_MARGIN`` of the k-th best, and every row says whether it is superseded, so two-phase
+``ship_margin`` of the k-th best, and every row says whether it is superseded, so two-phase
 retrieval takes one round trip when the first candidates fill k.
 
 The transaction bodies are coroutines over :class:`~graphmem.stores.neo4j_tx.Tx`, shared by
@@ -69,17 +69,6 @@ every one of the true top 5 in the whole index and in namespaces of 25 to 2,158 
 (query seed 101, ``bench/results/neo4j_index_recall_10k_dev101.md``; held-out seed 202 the
 same, ``neo4j_index_recall_10k.md``), where a beam of 50 cost up to 1 ms a query more. At
 100,000 a beam of 5 found 97 % in the whole index and 76 % in a namespace of 2 % of it."""
-SHIP_MARGIN = 1e-4
-"""Of the candidates the server ranks by its own score, only those within this much of the
-k-th best's score travel back for the exact float64 re-rank (besides the cap of
-:func:`shipped`). Neo4j's cosine score is (1 + cos) / 2 from float32 arithmetic, so 1e-4 is
-2e-4 of cosine, eight times the worst-case rounding error of a 384-dimensional float32 dot
-product (n·2⁻²⁴ ≈ 2.3e-5): a candidate below that line has a float64 cosine below the k
-shipped above it, and cannot rank among the top k. Near-ties within it all travel, to be
-ordered exactly here. Each row beyond k cost ~0.1 ms of client CPU (its embedding's floats
-decoded) and server time: at a beam of 50, statement p50 6.9 → 5.8 ms and client CPU per
-query 3.4 → 2.3 ms against shipping ``shipped(k)`` rows (1,000 memories, 300 queries × 3,
-interleaved; rows shipped 14 → 5.04)."""
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 EXACT_MAX = 1000
@@ -168,7 +157,7 @@ async def candidates(
                     cypher.RECALL_INDEX,
                     index=cypher.VECTOR_INDEX,
                     candidates=count,
-                    **ship_args(k),
+                    **ship_args(k, len(params["vector"])),
                     **params,
                 )
             )
@@ -196,7 +185,9 @@ async def candidates(
             else:
                 count *= 4
             count = min(count, MAX_INDEX_CANDIDATES)
-    result = await tx.run(cypher.RECALL_EXACT, dimension=dimension, **ship_args(k), **params)
+    result = await tx.run(
+        cypher.RECALL_EXACT, dimension=dimension, **ship_args(k, dimension), **params
+    )
     return [_row(r) for r in result]
 
 
@@ -206,7 +197,7 @@ def _search(params: dict[str, Any], k: int, mode: IndexMode) -> tuple[str, dict[
     kinds = params["kinds"] if params["kinds"] is not None else ALL_KINDS
     obsolete = [False, True] if params["include_obsolete"] else [False]
     width = search_candidates(k, params.get("search_width"), params.get("memories"))
-    base = {"vector": params["vector"], "candidates": width, **ship_args(k)}
+    base = {"vector": params["vector"], "candidates": width, **ship_args(k, len(params["vector"]))}
     if mode == "search-fields":
         fields = {"namespace": params["namespace"], "kind_list": kinds, "obsolete": obsolete}
         return cypher.RECALL_SEARCH_FIELDS, base | fields
@@ -248,13 +239,30 @@ def memories_counted(rows: list[dict[str, Any]], before: int | None) -> int | No
 def shipped(k: int) -> int:
     """The most of the server's best candidates that travel back for the exact float64 re-rank:
     k, plus room for near-ties that the server's cosine may order differently (those within
-    :data:`SHIP_MARGIN` of the k-th best; the others stay on the server)."""
+    :func:`ship_margin` of the k-th best; the others stay on the server)."""
     return 2 * k + 4
 
 
-def ship_args(k: int) -> dict[str, Any]:
-    """The recall statements' parameters for what travels back (see :func:`shipped`)."""
-    return {"ship": shipped(k), "k": k, "margin": SHIP_MARGIN}
+def ship_margin(dimension: int) -> float:
+    """How far below the k-th best's score a candidate the server ranked may be and still travel
+    back for the exact re-rank: ``4·n·2⁻²⁴`` of Neo4j's cosine score ((1 + cos) / 2) for
+    n-dimensional vectors (9.2e-5 at 384, 2e-4 of cosine). The server scores in float32, whose
+    dot product of unit-norm vectors is off by at most about n·2⁻²⁴ of cosine (and its norms
+    by as much again): a candidate further below the line than that has a float64 cosine below
+    the k that scored above it, and cannot rank among the top k. Near-ties within it all travel,
+    to be ordered exactly here.
+
+    Each row past k cost ~0.1 ms of client CPU (its embedding's floats decoded) and server
+    time: at a beam of 50, rows shipped 14 → 5.04, statement p50 6.9 → 5.8 ms, client CPU per
+    query 3.4 → 2.3 ms against shipping all of :func:`shipped` (1,000 memories, 300 queries
+    × 3, interleaved)."""
+    return 4 * dimension * 2.0**-24
+
+
+def ship_args(k: int, dimension: int) -> dict[str, Any]:
+    """The recall statements' parameters for what travels back: at most :func:`shipped` rows,
+    those within :func:`ship_margin` of the k-th best's score."""
+    return {"ship": shipped(k), "k": k, "margin": ship_margin(dimension)}
 
 
 def rank(
