@@ -246,7 +246,7 @@ def shipped(k: int) -> int:
 def ship_margin(dimension: int) -> float:
     """How far below the k-th best's score a candidate the server ranked may be and still travel
     back for the exact re-rank: ``4·n·2⁻²⁴`` of Neo4j's cosine score ((1 + cos) / 2) for
-    n-dimensional vectors (9.2e-5 at 384, 2e-4 of cosine). The server scores in float32, whose
+    n-dimensional vectors (9.2e-5 at 384, 1.8e-4 of cosine). The server scores in float32, whose
     dot product of unit-norm vectors is off by at most about n·2⁻²⁴ of cosine (and its norms
     by as much again): a candidate further below the line than that has a float64 cosine below
     the k that scored above it, and cannot rank among the top k. Near-ties within it all travel,
