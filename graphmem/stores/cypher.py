@@ -2,7 +2,8 @@
 
 Values always travel as ``$params``. The only text ever interpolated is a node label or a
 relationship type, and only through :func:`label` / :func:`rel_type`, which accept members of
-:class:`MemoryKind` / :class:`EdgeKind` and nothing else.
+:class:`MemoryKind` / :class:`EdgeKind` and nothing else; a few statements are joined from
+constant fragments of this module that several of them share.
 """
 
 from __future__ import annotations
@@ -393,13 +394,25 @@ RETURN DISTINCT id
 # round trip to drop superseded memories.
 # (written out in each query: cypher.py interpolates nothing but allow-listed labels)
 
+# What travels back of the candidates `m` and their `score` (the server's exact cosine): of the
+# `$ship` best, only those within `$margin` of the k-th best's score (all of them when there are
+# fewer than k). Embeddings are most of a row's bytes, and neo4j_recall.ship_margin says why no
+# other candidate can rank among the top k; the caller re-scores these in float64. Leaves `m`.
+_RANKABLE: Final = """
+ORDER BY score DESC, m.id
+LIMIT $ship
+WITH collect({m: m, score: score}) AS top
+WITH top, top[$k - 1].score AS kth
+UNWIND top AS t
+WITH t WHERE kth IS NULL OR t.score >= kth - $margin
+WITH t.m AS m
+"""
+
 # The vector index holds every namespace: ask it for `$candidates` neighbours and keep those of
 # this namespace (and kinds, and not obsolete); `raw` tells the caller whether it ran dry and
-# `found` how many passed the filter. Of the `$ship` best of those by the server's exact cosine,
-# only the ones within `$margin` of the k-th best's score travel back (embeddings are most of a
-# row's bytes; neo4j_recall.ship_margin says why no other can rank in the top k); the caller
-# re-scores them in float64.
-RECALL_INDEX: Final = """
+# `found` how many passed the filter. Of those, only the rankable ones travel back (_RANKABLE).
+RECALL_INDEX: Final = (
+    """
 CALL db.index.vector.queryNodes($index, $candidates, $vector) YIELD node
 WITH count(*) AS raw,
      collect(CASE WHEN node.namespace = $namespace
@@ -408,19 +421,14 @@ WITH count(*) AS raw,
               THEN node END) AS kept
 CALL (kept) {
   UNWIND kept AS m
-  WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
-  ORDER BY score DESC, m.id
-  LIMIT $ship
-  WITH collect({m: m, score: score}) AS top
-  WITH top, top[$k - 1].score AS kth
-  UNWIND top AS t
-  WITH t WHERE kth IS NULL OR t.score >= kth - $margin
-  WITH t.m AS m
-  RETURN collect({props: properties(m),
+  WITH m, vector.similarity.cosine(m.embedding, $vector) AS score"""
+    + _RANKABLE
+    + """  RETURN collect({props: properties(m),
                   superseded: EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }}) AS rows
 }
 RETURN raw, size(kept) AS found, rows
 """
+)
 
 # How many memories the namespace holds, counted up to $cap (an index seek that stops there):
 # whether recall without in-index filtering scans a small namespace instead of the shared index.
@@ -428,6 +436,20 @@ NAMESPACE_SIZE_UPTO: Final = """
 MATCH (m:Memory {namespace: $namespace})
 WITH m LIMIT $cap
 RETURN count(m) AS size
+"""
+
+# What an in-index search ships: _RANKABLE's rows, each with the database's count of memories
+# (`memories`, read before the search) carried along.
+_SEARCH_SHIPPED: Final = """
+WITH m, score, memories
+ORDER BY score DESC, m.id
+LIMIT $ship
+WITH collect({m: m, score: score}) AS top, memories
+WITH top, memories, top[$k - 1].score AS kth
+UNWIND top AS t
+WITH t, memories WHERE kth IS NULL OR t.score >= kth - $margin
+WITH t.m AS m, memories
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
 
 # In-index filtering (Neo4j 2026.01+, index created with VECTOR_INDEX_FILTERED): the index
@@ -438,7 +460,8 @@ RETURN count(m) AS size
 # of memories (a count-store read, no scan): the store sizes the next search's beam by it.
 # One predicate on the filter key (the keys of every kind and flag asked for) where the three
 # of RECALL_SEARCH_FIELDS cost ~1 ms per query more at 100k.
-RECALL_SEARCH: Final = """
+RECALL_SEARCH: Final = (
+    """
 CYPHER 25
 CALL () { MATCH (each:Memory) RETURN count(each) AS memories }
 MATCH (m:Memory)
@@ -448,20 +471,14 @@ MATCH (m:Memory)
     WHERE m.filter_key IN $keys
     LIMIT $candidates
   ) SCORE AS score
-WITH m, score, memories
-ORDER BY score DESC, m.id
-LIMIT $ship
-WITH collect({m: m, score: score}) AS top, memories
-WITH top, memories, top[$k - 1].score AS kth
-UNWIND top AS t
-WITH t, memories WHERE kth IS NULL OR t.score >= kth - $margin
-WITH t.m AS m, memories
-RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
+    + _SEARCH_SHIPPED
+)
 
 # The same on an index that carries namespace, kind and the obsolete flag (FILTER_FIELDS), as
 # schema apply built it before the filter key.
-RECALL_SEARCH_FIELDS: Final = """
+RECALL_SEARCH_FIELDS: Final = (
+    """
 CYPHER 25
 CALL () { MATCH (each:Memory) RETURN count(each) AS memories }
 MATCH (m:Memory)
@@ -471,34 +488,23 @@ MATCH (m:Memory)
     WHERE m.namespace = $namespace AND m.kind IN $kind_list AND m.obsolete IN $obsolete
     LIMIT $candidates
   ) SCORE AS score
-WITH m, score, memories
-ORDER BY score DESC, m.id
-LIMIT $ship
-WITH collect({m: m, score: score}) AS top, memories
-WITH top, memories, top[$k - 1].score AS kth
-UNWIND top AS t
-WITH t, memories WHERE kth IS NULL OR t.score >= kth - $margin
-WITH t.m AS m, memories
-RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded, memories
 """
+    + _SEARCH_SHIPPED
+)
 
-# Exact cosine over the namespace alone, for when the index is missing or cannot fill k; the
-# rows shipped are cut as in RECALL_INDEX.
-RECALL_EXACT: Final = """
+# Exact cosine over the namespace alone, for when the index is missing or cannot fill k; only
+# the rankable candidates travel back (_RANKABLE).
+RECALL_EXACT: Final = (
+    """
 MATCH (m:Memory {namespace: $namespace})
 WHERE m.embedding IS NOT NULL AND size(m.embedding) = $dimension
   AND ($kinds IS NULL OR m.kind IN $kinds) AND m.kind IS NOT NULL
   AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
-WITH m, vector.similarity.cosine(m.embedding, $vector) AS score
-ORDER BY score DESC, m.id
-LIMIT $ship
-WITH collect({m: m, score: score}) AS top
-WITH top, top[$k - 1].score AS kth
-UNWIND top AS t
-WITH t WHERE kth IS NULL OR t.score >= kth - $margin
-WITH t.m AS m
-RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
+WITH m, vector.similarity.cosine(m.embedding, $vector) AS score"""
+    + _RANKABLE
+    + """RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
+)
 
 FIND_BY_HASH: Final = """
 MATCH (m:Memory {namespace: $namespace, content_hash: $hash})
