@@ -17,6 +17,16 @@ from pydantic import Field, model_validator
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.models import CreditPolicy, Granularity, GraphmemModel, KeyMode, MemoryKind
 
+DEFAULT_KINDS: tuple[MemoryKind, ...] = (MemoryKind.PROCEDURE, MemoryKind.NOTE, MemoryKind.TIP)
+"""What a surface's memory search (LangChain tools, MCP, the flows' default state) looks
+through unless told otherwise."""
+
+LlmOutputMode = Literal["json_schema", "tool", "json", "prompt"]
+LLM_OUTPUT_MODES: tuple[LlmOutputMode, ...] = ("json_schema", "tool", "json", "prompt")
+"""How an LLM reply is constrained, strongest first: ``auto`` tries them in this order."""
+LLM_OUTPUT_CHOICES: tuple[str, ...] = (*LLM_OUTPUT_MODES, "auto")
+"""``GRAPHMEM_LLM_OUTPUT``'s values (see :mod:`graphmem.llm.output`)."""
+
 
 class RetrievePolicy(StrEnum):
     """How candidates are found (Mem^p's retrieve policies, for ablation)."""

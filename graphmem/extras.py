@@ -13,12 +13,13 @@ through LangChain), ``[openai]``, ``[langgraph]`` (the flows and the BaseStore),
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from graphmem.errors import MissingExtra
 
-__all__ = ["EXTRA_OF", "needs_extra"]
+__all__ = ["EXTRA_OF", "PRIMARY", "missing_package", "needs_extra"]
 
 EXTRA_OF: dict[str, str] = {
     "neo4j": "neo4j",
@@ -38,6 +39,31 @@ EXTRA_OF: dict[str, str] = {
 }
 """The top-level module → the extra that installs it."""
 
+PRIMARY: dict[str, str] = {
+    "minilm": "sentence_transformers",
+    "neo4j": "neo4j",
+    "langchain": "langchain_core",
+    "openai": "langchain_openai",
+    "langgraph": "langgraph",
+    "mcp": "mcp",
+}
+"""The extra → the package it is for. When a dependency of that package is the first import
+to fail (``anyio`` for ``mcp``) and the package itself is missing too, the error names the
+package: installing it brings the dependency."""
+
+
+def missing_package(root: str, extra: str) -> str:
+    """The package to name for a failed import of ``root`` under ``extra``: the extra's own
+    package when that is missing too, else ``root``."""
+    primary = PRIMARY.get(extra)
+    if primary is None or primary == root:
+        return root
+    try:
+        found = importlib.util.find_spec(primary) is not None
+    except (ImportError, ValueError):
+        found = False
+    return root if found else primary
+
 
 @contextmanager
 def needs_extra(extra: str, feature: str) -> Iterator[None]:
@@ -50,7 +76,8 @@ def needs_extra(extra: str, feature: str) -> Iterator[None]:
         if not root or root == "graphmem":
             raise
         which = EXTRA_OF.get(root, extra)
+        package = missing_package(root, which)
         raise MissingExtra(
-            f"{feature} needs the package {root!r}, which is not installed: "
+            f"{feature} needs the package {package!r}, which is not installed: "
             f"pip install 'graphmem[{which}]'"
         ) from e

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphmem.config import LLM_OUTPUT_CHOICES
 from graphmem.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ __all__ = ["NEO4J_SCHEMES", "Settings", "check_neo4j_uri", "redact_uri"]
 
 def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
     """The LLM output mode, token cap, timeout and retries; a ConfigError names a bad value."""
-    from graphmem.llm.output import OUTPUT_CHOICES
 
     def number(name: str, default: str, kind: type[int] | type[float], low: float) -> Any:
         text = e.get(name, "").strip() or default
@@ -56,10 +56,9 @@ def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
         return value
 
     output = e.get("GRAPHMEM_LLM_OUTPUT", "").strip().lower() or "auto"
-    if output not in OUTPUT_CHOICES:
-        raise ConfigError(
-            f"GRAPHMEM_LLM_OUTPUT must be one of {', '.join(OUTPUT_CHOICES)}, not {output[:40]!r}"
-        )
+    if output not in LLM_OUTPUT_CHOICES:
+        choices = ", ".join(LLM_OUTPUT_CHOICES)
+        raise ConfigError(f"GRAPHMEM_LLM_OUTPUT must be one of {choices}, not {output[:40]!r}")
     field_name = e.get("GRAPHMEM_LLM_MAX_TOKENS_FIELD", "").strip() or "max_tokens"
     if field_name not in ("max_tokens", "max_completion_tokens"):
         raise ConfigError(
@@ -128,7 +127,7 @@ class Settings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         e = os.environ if env is None else env
-        embedder = e.get("GRAPHMEM_EMBEDDER", "minilm").strip().lower()
+        embedder = e.get("GRAPHMEM_EMBEDDER", "").strip().lower() or "minilm"
         if embedder not in ("minilm", "hashing"):
             raise ConfigError(f"GRAPHMEM_EMBEDDER must be 'minilm' or 'hashing', not {embedder!r}")
         return cls(

@@ -17,7 +17,7 @@ from langgraph.graph.state import CompiledStateGraph
 from trajectories import TEA_TRAJECTORY as TRAJECTORY
 
 from graphmem.agents import Decision, Observation, StepResult
-from graphmem.config import RetrievalConfig
+from graphmem.config import DEFAULT_KINDS, RetrievalConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import ConfigError, EpisodeFinished, InvalidInput
 from graphmem.flows import (
@@ -31,7 +31,7 @@ from graphmem.flows import (
     run_task,
 )
 from graphmem.flows.state import HitRecord, ServedContext
-from graphmem.integrations.langchain_tools import DEFAULT_KINDS, MemoryToolkit
+from graphmem.integrations.langchain_tools import MemoryToolkit
 from graphmem.memory import GraphMemory
 from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
 from graphmem.stores.base import MemoryStore

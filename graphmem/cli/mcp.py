@@ -52,10 +52,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    try:
-        from graphmem.integrations.mcp_server import build_server
-    except ImportError as e:  # the optional extra is missing
-        raise ConfigError("graphmem mcp needs the MCP SDK: pip install 'graphmem[mcp]'") from e
+    # A missing package is a MissingExtra naming it and the extra that brings it.
+    from graphmem.integrations.mcp_server import build_server
 
     namespace = check_namespace(args.namespace) if args.namespace is not None else None
     if not 0 < args.port < 65536:

@@ -23,9 +23,8 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on Python 3.11
 
-from graphmem.config import RetrievalConfig, UpdateStrategy
+from graphmem.config import DEFAULT_KINDS, RetrievalConfig, UpdateStrategy
 from graphmem.errors import ConfigError, InvalidInput
-from graphmem.integrations.langchain_tools import DEFAULT_KINDS
 from graphmem.memory import GraphMemory
 from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
 

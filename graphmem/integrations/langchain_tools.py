@@ -34,15 +34,12 @@ from graphmem.extras import needs_extra
 with needs_extra("langchain", "the LangChain tools"):
     from langchain_core.tools import BaseTool, StructuredTool
 
-    from graphmem.config import RetrievalConfig
+    from graphmem.config import DEFAULT_KINDS, RetrievalConfig
     from graphmem.errors import GraphmemError, InvalidInput
     from graphmem.memory import GraphMemory
     from graphmem.models import MemoryKind, check_namespace
 
 log = logging.getLogger(__name__)
-
-DEFAULT_KINDS: tuple[MemoryKind, ...] = (MemoryKind.PROCEDURE, MemoryKind.NOTE, MemoryKind.TIP)
-"""What ``search_memory`` looks through unless told otherwise."""
 
 
 class MemoryToolkit:

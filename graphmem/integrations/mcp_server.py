@@ -41,8 +41,8 @@ with needs_extra("mcp", "the MCP server"):
     from mcp.server.fastmcp.exceptions import ToolError
     from pydantic import BaseModel, Field
 
+    from graphmem.config import DEFAULT_KINDS
     from graphmem.errors import GraphmemError
-    from graphmem.integrations.langchain_tools import DEFAULT_KINDS
     from graphmem.memory import GraphMemory
     from graphmem.models import CreditPolicy, MemoryKind, Trajectory, check_namespace
     from graphmem.ops.history import summarize

@@ -26,17 +26,21 @@ from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.runnables import Runnable
 from pydantic import BaseModel
 
-OutputMode = Literal["json_schema", "tool", "json", "prompt"]
-OUTPUT_MODES: tuple[OutputMode, ...] = ("json_schema", "tool", "json", "prompt")
+from graphmem.config import LLM_OUTPUT_CHOICES, LLM_OUTPUT_MODES, LlmOutputMode
+
+# The modes are vocabulary (config.py), so settings can check GRAPHMEM_LLM_OUTPUT without
+# importing LangChain; these names are kept for the LLM layer and its users.
+OutputMode = LlmOutputMode
+OUTPUT_MODES: tuple[OutputMode, ...] = LLM_OUTPUT_MODES
 """Strongest first: ``auto`` tries them in this order."""
-OUTPUT_CHOICES = (*OUTPUT_MODES, "auto")
+OUTPUT_CHOICES: tuple[str, ...] = LLM_OUTPUT_CHOICES
 
 _METHOD = {"json_schema": "json_schema", "tool": "function_calling", "json": "json_mode"}
 _REJECTION_WORDS = (
