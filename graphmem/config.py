@@ -172,6 +172,70 @@ class EvolutionConfig(GraphmemModel):
     )
 
 
+class ConsolidationConfig(GraphmemModel):
+    """Consolidation (docs/design.md, "Consolidation"): look-alike memories become one
+    versioned memory whose uses and Q pool their evidence, and a note that contradicts a live
+    note of its subject becomes that note's new version (:mod:`graphmem.ops.consolidation`).
+
+    Procedures merge when they belong to one task cluster (their keys at least
+    ``task_similarity`` similar) and their step chains match under ``step_match``: ``exact``
+    (the same actions, case, punctuation and articles folded) or ``skeleton`` (the same actions
+    after a consistent renaming of their object phrases: "take red apple, slice red apple" and
+    "take yellow potato, slice yellow potato"). Notes merge when they have the same subject and
+    the same content (lines folded and sorted).
+
+    >>> ConsolidationConfig().enabled
+    False
+    """
+
+    enabled: bool = Field(
+        default=False,
+        description="Consolidate on write (build, add_note); GraphMemory.consolidate sweeps "
+        "a namespace either way. Off by default (docs/design.md says what it measured).",
+    )
+    kinds: tuple[MemoryKind, ...] = Field(
+        default=(MemoryKind.PROCEDURE, MemoryKind.NOTE),
+        description="Kinds that consolidate (Procedure, Note).",
+    )
+    task_similarity: float = Field(
+        default=0.9,
+        ge=-1.0,
+        le=1.0,
+        description="Least cosine similarity of two procedures' keys for one task cluster.",
+    )
+    step_match: Literal["exact", "skeleton"] = Field(
+        default="skeleton",
+        description="How two procedures' steps must match: 'exact' (same normalised actions) "
+        "or 'skeleton' (same after a consistent renaming of object phrases).",
+    )
+    note_similarity: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="Least cosine similarity of a note looked at as a same-subject candidate.",
+    )
+    max_candidates: int = Field(
+        default=10, ge=1, le=1000, description="Nearest memories looked at per written memory."
+    )
+    contradictions: bool = Field(
+        default=True,
+        description="A note contradicting a live note of its subject becomes its new version.",
+    )
+    llm_contradiction: bool = Field(
+        default=False,
+        description="Also ask the chat model (when one is configured) whether same-subject "
+        "notes the rule finds compatible contradict each other.",
+    )
+    max_llm_calls: int = Field(default=2, ge=0, description="LLM calls per contradiction check.")
+
+    @model_validator(mode="after")
+    def _kinds(self) -> ConsolidationConfig:
+        bad = sorted({k.value for k in self.kinds} - {"Procedure", "Note"})
+        if bad:
+            raise ConfigError(f"consolidation merges procedures and notes, not {', '.join(bad)}")
+        return self
+
+
 class MemoryConfig(GraphmemModel):
     """Defaults of a GraphMemory instance.
 
@@ -211,6 +275,11 @@ class MemoryConfig(GraphmemModel):
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     obsolescence: ObsolescenceConfig = Field(default_factory=ObsolescenceConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+    consolidation: ConsolidationConfig = Field(
+        default_factory=ConsolidationConfig,
+        description="Look-alikes merge into one versioned memory; contradicted notes are "
+        "superseded (off by default).",
+    )
 
     @model_validator(mode="after")
     def _reward_range(self) -> MemoryConfig:

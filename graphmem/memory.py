@@ -22,9 +22,11 @@ from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
 from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
+    from graphmem.config import ConsolidationConfig
     from graphmem.llm import MemoryLLM
     from graphmem.models import CreditPolicy, Episode, Note
     from graphmem.ops.build import BuildResult
+    from graphmem.ops.consolidation import ConsolidationResult
     from graphmem.ops.episodes import EpisodeOutcome, QChange
     from graphmem.ops.evolve import EvolutionResult
     from graphmem.ops.explain import EpisodeReport
@@ -283,3 +285,15 @@ class GraphMemory:
         from graphmem.ops.history import history
 
         return history(self, namespace, memory_id)
+
+    def consolidate(
+        self, namespace: str, config: ConsolidationConfig | None = None
+    ) -> ConsolidationResult:
+        """Sweep a namespace for look-alikes: procedures of one task cluster whose steps match
+        and notes of one subject and content merge into one version pooling their uses and
+        Q; a note contradicting an older live note of its subject supersedes it
+        (:mod:`graphmem.ops.consolidation`; ``config`` defaults to
+        ``self.config.consolidation``, whose ``enabled`` flag only governs the write hook)."""
+        from graphmem.ops.consolidation import consolidate
+
+        return consolidate(self, namespace, config=config)

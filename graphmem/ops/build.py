@@ -98,6 +98,11 @@ class BuildResult(BaseModel):
     near_duplicates: list[str] = Field(
         default_factory=list, description="Procedures linked LINKS_TO as near-duplicates."
     )
+    consolidated_into: str | None = Field(
+        default=None,
+        description="The version now holding the procedure when consolidation merged it with "
+        "look-alikes (MemoryConfig.consolidation); None when it stands alone.",
+    )
 
     @property
     def procedure(self) -> Procedure:
@@ -228,7 +233,23 @@ def build(
         steps=steps,
         edges=edges,
         near_duplicates=[h.memory.id for h in near],
+        consolidated_into=_consolidated(mem, namespace, top.id, MemoryKind.PROCEDURE),
     )
+
+
+def _consolidated(
+    mem: MemoryContext, namespace: str, memory_id: str, kind: MemoryKind
+) -> str | None:
+    """The hook of :mod:`graphmem.ops.consolidation` on a memory just written: the id of the
+    version that holds it after consolidation, or None (off, or nothing merged)."""
+    cfg = mem.config.consolidation
+    if not cfg.enabled or kind not in cfg.kinds:
+        return None
+    from graphmem.ops.consolidation import consolidate_memory
+
+    result = consolidate_memory(mem, namespace, memory_id, config=cfg)
+    live = result.live_id(memory_id)
+    return live if live != memory_id else None
 
 
 def add_note(mem: MemoryContext, namespace: str, content: str, **fields: Any) -> Note:
@@ -268,6 +289,15 @@ def add_note(mem: MemoryContext, namespace: str, content: str, **fields: Any) ->
     note = Note(namespace=namespace, content=content, content_hash=digest, **values)
     note.embedding = mem.embed(note.embed_text(), namespace=namespace)
     mem.store.upsert([note])
+    merged = _consolidated(mem, namespace, note.id, MemoryKind.NOTE)
+    if merged is not None:  # merged with notes of its subject and content: the live version
+        live = mem.store.get(namespace, merged)
+        assert isinstance(live, Note)
+        return live
+    if mem.config.consolidation.enabled:  # a contradiction may have raised its version
+        again = mem.store.get(namespace, note.id)
+        assert isinstance(again, Note)
+        return again
     return note
 
 
