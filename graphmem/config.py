@@ -236,6 +236,151 @@ class ConsolidationConfig(GraphmemModel):
         return self
 
 
+RetentionPolicy = Literal["utility", "recency", "lru", "fifo", "random"]
+RETENTION_POLICIES: tuple[RetentionPolicy, ...] = ("utility", "recency", "lru", "fifo", "random")
+"""How :mod:`graphmem.ops.retention` picks what to evict (docs/design.md, Retention)."""
+
+
+class RetentionConfig(GraphmemModel):
+    """A capacity per namespace: how many live memories it may hold, and what goes when full.
+
+    Off by default (no capacity). Counted are live (not obsolete) memories of ``kinds``, one
+    per retrievable unit: a proceduralized script and the trajectory it was distilled from (and
+    its steps) are one memory and go together. Episodes and steps are never counted nor
+    evicted.
+
+    >>> RetentionConfig(max_memories=100).enabled
+    True
+    >>> RetentionConfig().enabled
+    False
+    """
+
+    max_memories: int | None = Field(
+        default=None,
+        ge=1,
+        description="Most live memories of the retained kinds a namespace holds (None: no cap).",
+    )
+    max_per_kind: dict[MemoryKind, int] = Field(
+        default_factory=dict,
+        description="A cap per kind as well (e.g. {'Note': 500}); each kind must be retained.",
+    )
+    policy: RetentionPolicy = Field(
+        default="utility",
+        description="What is evicted first: 'utility' the lowest lower confidence bound on Q "
+        "(few uses = uncertain, so an untried memory ranks below a proven one of equal Q), "
+        "memories younger than ``grace_episodes`` last; 'recency' the weakest by a forgetting "
+        "curve (time since last use over 1 + uses); 'lru' the least recently used or "
+        "changed (updated_at); 'fifo' the oldest written; 'random' a fixed pseudo-random "
+        "order.",
+    )
+    on_evict: Literal["archive", "delete"] = Field(
+        default="archive",
+        description="'archive': mark obsolete with the reason (kept in the graph, out of "
+        "recall, restorable); 'delete': remove it and what it owns.",
+    )
+    kinds: tuple[MemoryKind, ...] = Field(
+        default=(MemoryKind.PROCEDURE, MemoryKind.NOTE, MemoryKind.TIP),
+        description="Kinds counted against the capacity and evictable.",
+    )
+    grace_episodes: int = Field(
+        default=20,
+        ge=0,
+        description="'utility': a memory written fewer than this many episodes ago is evicted "
+        "only when nothing older is left (new memories get a chance to be tried).",
+    )
+    confidence: float = Field(
+        default=1.0,
+        ge=0.0,
+        le=10.0,
+        description="'utility': width of the bound in reward half-ranges per 1/sqrt(1 + uses).",
+    )
+    seed: int = Field(default=0, description="'random': seed of the fixed eviction order.")
+
+    @model_validator(mode="after")
+    def _kinds(self) -> RetentionConfig:
+        bad = [k for k in self.kinds if k in (MemoryKind.EPISODE, MemoryKind.STEP)]
+        if bad:
+            raise ConfigError(
+                f"retention cannot evict {', '.join(bad)}: episodes are the credit record and "
+                "steps belong to their procedure"
+            )
+        for kind, cap in self.max_per_kind.items():
+            if kind not in self.kinds:
+                raise ConfigError(f"max_per_kind caps {kind}, which retention.kinds leaves out")
+            if cap < 1:
+                raise ConfigError(f"max_per_kind[{kind}] must be at least 1, got {cap}")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        """Whether any capacity is set."""
+        return self.max_memories is not None or bool(self.max_per_kind)
+
+
+class ConsolidationConfig(GraphmemModel):
+    """Consolidation (docs/design.md, "Consolidation"): look-alike memories become one
+    versioned memory whose uses and Q pool their evidence, and a note that contradicts a live
+    note of its subject becomes that note's new version (:mod:`graphmem.ops.consolidation`).
+
+    Procedures merge when they belong to one task cluster (their keys at least
+    ``task_similarity`` similar) and their step chains match under ``step_match``: ``exact``
+    (the same actions, case, punctuation and articles folded) or ``skeleton`` (the same actions
+    after a consistent renaming of their object phrases: "take red apple, slice red apple" and
+    "take yellow potato, slice yellow potato"). Notes merge when they have the same subject and
+    the same content (lines folded and sorted).
+
+    >>> ConsolidationConfig().enabled
+    False
+    """
+
+    enabled: bool = Field(
+        default=False,
+        description="Consolidate on write (build, add_note); GraphMemory.consolidate sweeps "
+        "a namespace either way. Off by default (docs/design.md says what it measured).",
+    )
+    kinds: tuple[MemoryKind, ...] = Field(
+        default=(MemoryKind.PROCEDURE, MemoryKind.NOTE),
+        description="Kinds that consolidate (Procedure, Note).",
+    )
+    task_similarity: float = Field(
+        default=0.9,
+        ge=-1.0,
+        le=1.0,
+        description="Least cosine similarity of two procedures' keys for one task cluster.",
+    )
+    step_match: Literal["exact", "skeleton"] = Field(
+        default="skeleton",
+        description="How two procedures' steps must match: 'exact' (same normalised actions) "
+        "or 'skeleton' (same after a consistent renaming of object phrases).",
+    )
+    note_similarity: float = Field(
+        default=0.5,
+        ge=-1.0,
+        le=1.0,
+        description="Least cosine similarity of a note looked at as a same-subject candidate.",
+    )
+    max_candidates: int = Field(
+        default=10, ge=1, le=1000, description="Nearest memories looked at per written memory."
+    )
+    contradictions: bool = Field(
+        default=True,
+        description="A note contradicting a live note of its subject becomes its new version.",
+    )
+    llm_contradiction: bool = Field(
+        default=False,
+        description="Also ask the chat model (when one is configured) whether same-subject "
+        "notes the rule finds compatible contradict each other.",
+    )
+    max_llm_calls: int = Field(default=2, ge=0, description="LLM calls per contradiction check.")
+
+    @model_validator(mode="after")
+    def _kinds(self) -> ConsolidationConfig:
+        bad = sorted({k.value for k in self.kinds} - {"Procedure", "Note"})
+        if bad:
+            raise ConfigError(f"consolidation merges procedures and notes, not {', '.join(bad)}")
+        return self
+
+
 class MemoryConfig(GraphmemModel):
     """Defaults of a GraphMemory instance.
 
@@ -275,6 +420,10 @@ class MemoryConfig(GraphmemModel):
     update: UpdateConfig = Field(default_factory=UpdateConfig)
     obsolescence: ObsolescenceConfig = Field(default_factory=ObsolescenceConfig)
     evolution: EvolutionConfig = Field(default_factory=EvolutionConfig)
+    retention: RetentionConfig = Field(
+        default_factory=RetentionConfig,
+        description="A capacity per namespace and what is evicted (off by default).",
+    )
     consolidation: ConsolidationConfig = Field(
         default_factory=ConsolidationConfig,
         description="Look-alikes merge into one versioned memory; contradicted notes are "

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
+from graphmem.config import MemoryConfig, RetentionConfig, RetrievalConfig, UpdateStrategy
 from graphmem.embedding import Embedder, EmbedderRecord, default_embedder, embed_one, fingerprint
 from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
 from graphmem.stores.base import MemoryStore
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from graphmem.ops.evolve import EvolutionResult
     from graphmem.ops.explain import EpisodeReport
     from graphmem.ops.history import History
+    from graphmem.ops.retention import RetentionResult
     from graphmem.ops.retrieve import Retrieval
     from graphmem.ops.update import UpdateResult
 
@@ -140,6 +141,7 @@ class GraphMemory:
                 if fresh:
                     self.store.delete(namespace, [note.id])
                 raise
+        self._retain(namespace)
         return note
 
     def _has_note(self, namespace: str, content: str) -> bool:
@@ -168,6 +170,7 @@ class GraphMemory:
             from graphmem.ops.evolve import evolve_many
 
             evolve_many(self, namespace, [result.procedure.id])
+        self._retain(namespace)
         return result
 
     # ---- retrieve and learn (graphmem.ops.retrieve, graphmem.ops.episodes) ----------------------
@@ -262,7 +265,25 @@ class GraphMemory:
         """Memory-set update after an episode (vanilla / validation / adjustment)."""
         from graphmem.ops.update import update
 
-        return update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
+        result = update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
+        self._retain(namespace)
+        return result
+
+    # ---- retention (graphmem.ops.retention) ------------------------------------------------
+
+    def enforce_retention(
+        self, namespace: str, config: RetentionConfig | None = None
+    ) -> RetentionResult:
+        """Evict what the namespace holds beyond its capacity (``config`` defaults to
+        ``self.config.retention``): archived with the reason, or deleted if so configured.
+        The write paths (add_note, build, update) call it after writing."""
+        from graphmem.ops.retention import enforce_capacity
+
+        return enforce_capacity(self, namespace, config)
+
+    def _retain(self, namespace: str) -> None:
+        if self.config.retention.enabled:
+            self.enforce_retention(namespace)
 
     def restore(self, namespace: str, memory_id: str) -> AnyMemory:
         """Undo a demotion: the memory is live and retrievable again, its Q and uses untouched.
