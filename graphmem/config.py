@@ -84,6 +84,48 @@ class RetrievalConfig(GraphmemModel):
         default=0.0, ge=0.0, le=1.0, description="ε-greedy exploration (off by default)."
     )
     seed: int | None = Field(default=None, description="Seed for random policy / exploration.")
+    abstain: bool = Field(
+        default=True,
+        description="K is a maximum: a candidate whose learned utility counts "
+        "(``utility_kinds``) reaches the agent only if its expected reward is not below the "
+        "baseline of its task cluster (what episodes like this one earn with no memory "
+        "credited); the others are reported as withheld (docs/design.md, Abstention).",
+    )
+    abstain_z: float = Field(
+        default=0.0,
+        ge=-5.0,
+        le=5.0,
+        description="Abstention: standard errors added to a candidate's expectation before it "
+        "is compared (0: point estimates; > 0 withholds only what is surely worse).",
+    )
+    abstain_margin: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Abstention: how far below the baseline a "
+        "candidate may be expected to fall and still be handed over.",
+    )
+    abstain_prior: float = Field(
+        default=2.0,
+        ge=0.0,
+        le=1000.0,
+        description="Abstention: most weight (in uses) the candidates' pooled evidence has as "
+        "the prior of each candidate's expectation.",
+    )
+    baseline_probes: int = Field(
+        default=3,
+        ge=0,
+        le=1000,
+        description="Abstention: once memory is being credited near a query, episodes whose "
+        "task cluster has fewer no-memory episodes than this hand nothing over (probes that "
+        "learn the baseline).",
+    )
+    cluster_k: int = Field(
+        default=20, ge=1, le=1000, description="Abstention: Task nodes pooled as the cluster."
+    )
+    cluster_sim: float = Field(
+        default=0.8,
+        ge=-1.0,
+        le=1.0,
+        description="Abstention: least similarity of a Task node to the query to join its cluster.",
+    )
 
 
 class UpdateConfig(GraphmemModel):
@@ -144,8 +186,9 @@ class ObsolescenceConfig(GraphmemModel):
         description="An absolute threshold that replaces the one derived from Q0 and margin.",
     )
     kinds: tuple[MemoryKind, ...] = Field(
-        default=(MemoryKind.NOTE, MemoryKind.TASK, MemoryKind.PROCEDURE, MemoryKind.TIP),
-        description="Kinds that can be demoted.",
+        default=(MemoryKind.NOTE, MemoryKind.PROCEDURE, MemoryKind.TIP),
+        description="Kinds that can be demoted. Not Task by default: a Task's Q is the "
+        "no-memory arm of its task (abstention's baseline), low where the task is hard.",
     )
 
     def threshold(self, memory: MemoryConfig) -> float:

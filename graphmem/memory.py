@@ -24,7 +24,7 @@ from graphmem.stores.base import MemoryStore
 if TYPE_CHECKING:
     from graphmem.config import ConsolidationConfig
     from graphmem.llm import MemoryLLM
-    from graphmem.models import CreditPolicy, Episode, Note
+    from graphmem.models import CreditPolicy, Episode, Note, Task
     from graphmem.ops.build import BuildResult
     from graphmem.ops.consolidation import ConsolidationResult
     from graphmem.ops.episodes import EpisodeOutcome, QChange
@@ -244,6 +244,24 @@ class GraphMemory:
             used=used,
             credit=credit,
         )
+
+    def report_baseline(
+        self, namespace: str, task_text: str, reward: float, *, success: bool | None = None
+    ) -> Task:
+        """Count an episode of ``task_text`` played without memory (reward in the reward
+        range): abstention's baseline for its task cluster learns from it, as it does from
+        every finished episode that credits no memory. Returns the task's Task node."""
+        from graphmem.errors import InvalidInput
+        from graphmem.models import check_namespace, check_unicode
+        from graphmem.ops.abstention import record_baseline
+
+        check_namespace(namespace)
+        if not isinstance(task_text, str) or not task_text.strip():
+            raise InvalidInput("the task text must be a non-empty string")
+        check_unicode(task_text, "the task text")
+        r = self.config.check_reward(reward)
+        ok = r >= self.config.success_reward if success is None else bool(success)
+        return record_baseline(self, namespace, task_text, r, success=ok)
 
     def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
         """Mark memories an open episode was offered as used; returns all it has marked used.

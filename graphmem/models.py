@@ -624,6 +624,15 @@ class Hit(BaseModel):
     z_sim: float = 0.0
     z_q: float = 0.0
     score: float = Field(description="(1-λ)·z_sim + λ·z_q over the candidate pool.")
+    expected: float | None = Field(
+        default=None,
+        description="Abstention: the reward this memory is expected to earn when used (its "
+        "credited rewards shrunk towards its neighbours'); None when not judged.",
+    )
+    withheld: str | None = Field(
+        default=None,
+        description="Abstention: why this candidate was not handed over (None: handed over).",
+    )
 
 
 class TrajectoryStep(GraphmemModel):

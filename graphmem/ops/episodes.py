@@ -300,6 +300,14 @@ def finish_episode(
         used=marks,
         credit=policy,
     )
+    if not credit_done.replayed and not credit_done.q_after:
+        # Nothing credited: the episode is what acting without memory earns in its task
+        # cluster, the baseline abstention compares with (ops.abstention). Counted after the
+        # atomic finish, so a retried finish (replayed) never counts it twice; a crash in
+        # between loses this one count of a statistic, never a credit.
+        from graphmem.ops.abstention import record_baseline
+
+        record_baseline(mem, namespace, credit_done.episode.task_text, r, success=succeeded)
     if credit_done.replayed:
         log.info("episode %s ns=%s was finished already: outcome replayed", episode_id, namespace)
     else:

@@ -51,6 +51,7 @@ from graphmem.models import (
     check_unicode,
     construct,
 )
+from graphmem.ops.abstention import Baseline, baseline, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
 from graphmem.stores.base import MemoryStore
 
@@ -81,6 +82,18 @@ class Retrieval(BaseModel):
     )
     explored: bool = Field(
         default=False, description="True when ε-greedy replaced the selection at random."
+    )
+    withheld: list[Hit] = Field(
+        default_factory=list,
+        description="Abstention: candidates not handed over, each with its reason, best first.",
+    )
+    baseline: float | None = Field(
+        default=None,
+        description="Abstention: the reward expected with no memory in the query's task "
+        "cluster (None: abstention off).",
+    )
+    baseline_episodes: int = Field(
+        default=0, description="Abstention: no-memory episodes the baseline rests on."
     )
     _store: MemoryStore | None = PrivateAttr(default=None)
 
@@ -290,6 +303,8 @@ def rank_candidates(
                 "z_sim": zs,
                 "z_q": zq,
                 "score": score,
+                "expected": None,
+                "withheld": None,
             },
         )
         for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
@@ -346,15 +361,23 @@ def retrieve(
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
     scale, prior = _reward_scale(mem, cfg), _q_prior(mem, cfg)
+    # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
+    judge = cfg.abstain and cfg.policy is not RetrievePolicy.RANDOM and bool(candidates)
     hits = rank_candidates(
         candidates,
         cfg.lam,
-        cfg.k2,
+        len(candidates) if judge else cfg.k2,
         use_sim=cfg.policy is not RetrievePolicy.RANDOM,
         utility_kinds=cfg.utility_kinds,
         q_reward_scale=scale,
         q_prior=prior,
     )
+    withheld: list[Hit] = []
+    base: Baseline | None = None
+    if judge:
+        base = baseline(mem, namespace, vector, cfg)
+        hits, withheld = withhold(mem, hits, base, cfg)
+        hits = hits[: cfg.k2]
     explored = False
     if rng is not None and cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
         hits = _explore(candidates, cfg, rng, scale, prior)
@@ -378,8 +401,11 @@ def retrieve(
             "hits": hits,
             "episode_id": None,
             "explored": explored,
+            "withheld": withheld,
+            "baseline": None if base is None else base.value,
+            "baseline_episodes": 0 if base is None else base.episodes,
         },
-        ("namespace", "query", "config", "hits", "explored"),
+        ("namespace", "query", "config", "hits", "explored", "withheld", "baseline"),
         private={"_store": mem.store},
     )
     if open_episode or episode_id is not None:

@@ -1,0 +1,242 @@
+"""Abstention: a memory reaches the agent only when it is expected to beat acting without one.
+
+``RetrievalConfig.k2`` is a maximum. After phase B ranks the candidates, each candidate whose
+learned utility is valued (``utility_kinds``) is compared with the *baseline* of the query's
+task cluster: how episodes like this one end when no memory is credited. Candidates expected to
+do worse are withheld and reported (``Retrieval.withheld``, each with its reason). The why and
+the measured effect are in docs/design.md ("Abstention").
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+from graphmem.models import (
+    CORRECTION_SOURCE,
+    AnyMemory,
+    Hit,
+    KeyMode,
+    MemoryKind,
+    Procedure,
+    Task,
+    content_hash,
+)
+
+if TYPE_CHECKING:
+    from graphmem.config import RetrievalConfig
+    from graphmem.ops.context import MemoryContext
+
+
+class Baseline(NamedTuple):
+    """What acting without memory is expected to earn in a task cluster."""
+
+    value: float
+    """Mean reward of the cluster's episodes that no memory was credited for (Q0 when none)."""
+    episodes: int
+    """How many such episodes the estimate rests on."""
+    tasks: int
+    """How many Task nodes (the cluster) were pooled."""
+
+
+class Expectation(NamedTuple):
+    """A candidate's expected reward when it is used, and the evidence behind it."""
+
+    value: float
+    evidence: float
+    """Credited uses behind it, plus the pooled prior's weight."""
+
+
+def task_for(mem: MemoryContext, namespace: str, task_text: str) -> Task:
+    """The Task node of ``task_text`` (the one ``build`` made or would make), created if none."""
+    store = mem.store
+    for mode in (KeyMode.QUERY, KeyMode.KEYWORDS):
+        found = store.find_by_hash(
+            namespace, MemoryKind.TASK, content_hash("task", mode.value, task_text)
+        )
+        if isinstance(found, Task):
+            return found
+    task = Task(
+        namespace=namespace,
+        text=task_text,
+        key=task_text,
+        key_mode=KeyMode.QUERY,
+        source="baseline",
+        q=mem.config.q0,
+        content_hash=content_hash("task", KeyMode.QUERY.value, task_text),
+        embedding=mem.embed(task_text, namespace=namespace),
+    )
+    store.upsert([task])
+    return task
+
+
+def record_baseline(
+    mem: MemoryContext, namespace: str, task_text: str, reward: float, *, success: bool
+) -> Task:
+    """Count one episode of ``task_text`` that no memory was credited for: its Task's Q, uses
+    and successes are the no-memory arm of the task (``Q ← Q + α(R − Q)``, as for memories).
+
+    ``finish_episode`` calls it when an episode credits nothing; an agent that knows how it
+    does without memory may report such episodes itself (``GraphMemory.report_baseline``).
+    """
+    task = task_for(mem, namespace, task_text)
+    mem.store.update_utility(namespace, [task.id], reward, mem.config.alpha, success=success)
+    return task
+
+
+def implied_mean(q: float, updates: int, q0: float, alpha: float) -> float | None:
+    """The mean reward that moved Q from Q0 to ``q`` over ``updates`` rewards (each weighted as
+    ``Q ← Q + α(R − Q)`` weighs it); None when no reward moved it.
+
+    >>> round(implied_mean(0.55, 1, 0.5, 0.1), 6)
+    1.0
+    """
+    keep = (1.0 - alpha) ** max(0, updates)
+    if updates <= 0 or keep >= 1.0:
+        return None
+    return (q - keep * q0) / (1.0 - keep)
+
+
+def baseline(
+    mem: MemoryContext, namespace: str, vector: Sequence[float], cfg: RetrievalConfig
+) -> Baseline:
+    """The baseline of the cluster of tasks near ``vector``: the ``cluster_k`` nearest Task
+    nodes with similarity at least ``cluster_sim``, their no-memory episodes pooled."""
+    c = mem.config
+    recalled = mem.store.recall(
+        namespace, list(vector), cfg.cluster_k, kinds=[MemoryKind.TASK], min_sim=cfg.cluster_sim
+    )
+    total = weight = 0.0
+    episodes = 0
+    for r in recalled:
+        task = r.memory
+        mean = implied_mean(task.q, task.q_updates, c.q0, c.alpha)
+        if mean is None or not math.isfinite(mean):
+            continue
+        total += task.q_updates * mean
+        weight += task.q_updates
+        episodes += task.uses
+    value = total / weight if weight > 0 else c.q0
+    return Baseline(value, episodes, len(recalled))
+
+
+def expectations(
+    mem: MemoryContext, candidates: Sequence[AnyMemory], *, source: bool, prior_weight: float
+) -> list[Expectation]:
+    """Each candidate's expected reward when used: its own credited rewards (and, with
+    ``source``, a procedure's source outcome as one more), shrunk towards the mean of the
+    other candidates' evidence with weight ``min(prior_weight, their uses)`` (the candidates
+    are the query's neighbours, so an untried one is expected to do as its tried look-alikes
+    did); towards Q0 with weight 1 when the others have none.
+
+    >>> from types import SimpleNamespace as S
+    >>> from graphmem.config import MemoryConfig
+    >>> ctx = S(config=MemoryConfig())
+    >>> tried = S(q=0.55, q_updates=1, reward=0.0)  # one success
+    >>> untried = S(q=0.5, q_updates=0, reward=0.0)
+    >>> [round(e.value, 3) for e in expectations(ctx, [tried, untried], source=False,
+    ...                                          prior_weight=10)]
+    [0.75, 1.0]
+    """
+    c = mem.config
+    own: list[tuple[float, float]] = []  # (sum of rewards, count)
+    for m in candidates:
+        mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
+        total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
+        if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
+            total, n = total + m.reward, n + 1.0
+        own.append((total, n))
+    pooled_t, pooled_n = sum(t for t, _ in own), sum(n for _, n in own)
+    out: list[Expectation] = []
+    for t, n in own:
+        others_n = pooled_n - n  # leave-one-out: the prior is the neighbours' evidence
+        if others_n > 1e-9:
+            mu, strength = (pooled_t - t) / others_n, min(prior_weight, others_n)
+        else:
+            mu, strength = c.q0, 1.0
+        out.append(Expectation((t + strength * mu) / (n + strength), n + strength))
+    return out
+
+
+def spread(mem: MemoryContext, value: float) -> float:
+    """The standard deviation of one reward whose mean is ``value``, on the success/failure
+    scale (a Bernoulli bound, at least 0.1 of the scale)."""
+    c = mem.config
+    lo, hi = sorted((c.failure_reward, c.success_reward))
+    width = hi - lo if hi > lo else 1.0
+    p = min(1.0, max(0.0, (value - lo) / width))
+    return width * math.sqrt(max(p * (1.0 - p), 0.01))
+
+
+def withhold(
+    mem: MemoryContext,
+    hits: Sequence[Hit],
+    base: Baseline,
+    cfg: RetrievalConfig,
+) -> tuple[list[Hit], list[Hit]]:
+    """Split ranked ``hits`` into those handed over and those withheld (with ``withheld`` set
+    to the reason). Only kinds in ``cfg.utility_kinds`` can be withheld.
+
+    Nothing is withheld while nothing is known: no candidate credited and no no-memory
+    episode in the cluster (an agent that never reports outcomes gets plain two-phase
+    retrieval). While the cluster holds fewer than ``cfg.baseline_probes`` no-memory episodes
+    and a candidate has been credited (memory is being learned here), every valued hit is
+    withheld: the episode is a probe that teaches the baseline. Otherwise a hit is withheld
+    when its
+    expectation plus ``cfg.abstain_z`` standard errors (its own and the baseline's) stays
+    below the baseline by more than ``cfg.abstain_margin``.
+    """
+    kinds = {str(k) for k in cfg.utility_kinds}
+    valued = [i for i, h in enumerate(hits) if str(h.memory.kind) in kinds]
+    if not valued:
+        return list(hits), []
+    exp = expectations(
+        mem,
+        [hits[i].memory for i in valued],
+        source="source" in cfg.q_prior,
+        prior_weight=cfg.abstain_prior,
+    )
+    credited = any(hits[i].memory.q_updates > 0 for i in valued)
+    probing = credited and base.episodes < cfg.baseline_probes
+    judged = credited or base.episodes > 0  # else nothing is known on either side
+    base_se = spread(mem, base.value) / math.sqrt(base.episodes + 1)
+    reasons: dict[int, str] = {}
+    expected: dict[int, float] = {}
+    for i, e in zip(valued, exp, strict=True):
+        expected[i] = e.value
+        if probing:
+            reasons[i] = (
+                f"probe: the baseline rests on {base.episodes} no-memory episodes "
+                f"(fewer than {cfg.baseline_probes})"
+            )
+            continue
+        if not judged:
+            continue
+        se = math.hypot(spread(mem, e.value) / math.sqrt(e.evidence + 1), base_se)
+        if e.value + cfg.abstain_z * se < base.value - cfg.abstain_margin:
+            reasons[i] = (
+                f"expected {e.value:.3f} (evidence {e.evidence:.1f}) is below the baseline "
+                f"{base.value:.3f} ({base.episodes} no-memory episodes)"
+            )
+    kept: list[Hit] = []
+    held: list[Hit] = []
+    for i, hit in enumerate(hits):
+        update = {"expected": expected.get(i)}
+        if i in reasons:
+            held.append(hit.model_copy(update={**update, "withheld": reasons[i]}))
+        else:
+            kept.append(hit.model_copy(update={**update, "rank": len(kept)}))
+    return kept, held
+
+
+__all__ = [
+    "Baseline",
+    "Expectation",
+    "baseline",
+    "expectations",
+    "implied_mean",
+    "record_baseline",
+    "task_for",
+    "withhold",
+]

@@ -1,0 +1,158 @@
+"""Abstention (issue 45): K is a maximum, and a memory reaches the agent only when its
+expected reward is not below what its task cluster earns without memory. Through the public
+API, on the embedded store and on Neo4j when ``GRAPHMEM_NEO4J_URI`` is set."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from graphmem import GraphMemory, HashingEmbedder, InvalidInput, MemoryKind, RetrievalConfig
+from graphmem.models import Task
+from graphmem.stores.base import MemoryStore
+
+TASK = "cook a meal in the kitchen: check the cookbook"
+PROCS = {
+    "good": ["open fridge", "take carrot", "slice carrot", "cook carrot with stove", "eat meal"],
+    "bad": ["open fridge", "take apple", "roast apple with oven", "eat meal"],
+}
+CFG = RetrievalConfig(k1=5, k2=5, kinds=(MemoryKind.PROCEDURE,), floor=-1.0)
+
+
+def _memory(store: MemoryStore) -> GraphMemory:
+    return GraphMemory(store, embedder=HashingEmbedder(384))
+
+
+def _trajectory(steps: list[str], success: bool) -> dict[str, Any]:
+    return {
+        "task": TASK,
+        "steps": [{"action": a, "observation": "ok"} for a in steps],
+        "reward": 1.0 if success else 0.0,
+        "success": success,
+    }
+
+
+def _build(mem: GraphMemory, namespace: str) -> dict[str, str]:
+    """The good and the bad procedure (both from won games, so both start trusted)."""
+    ids = {}
+    for name, steps in PROCS.items():
+        built = mem.build(namespace, _trajectory(steps, True))
+        ids[name] = built.procedures[0].id
+    return ids
+
+
+def _play(mem: GraphMemory, namespace: str, memory_id: str, reward: float, times: int) -> None:
+    """``times`` episodes that used ``memory_id`` and earned ``reward``."""
+    for _ in range(times):
+        episode = mem.start_episode(namespace, TASK)
+        found = mem.retrieve(namespace, TASK, CFG, episode_id=episode.id, abstain=False)
+        assert memory_id in [h.memory.id for h in found.hits]
+        mem.finish_episode(namespace, episode.id, reward, used=[memory_id])
+
+
+def _task(mem: GraphMemory, namespace: str) -> Task:
+    tasks = [m for m in mem.store.iter_nodes(namespace, kinds=[MemoryKind.TASK])]
+    assert len(tasks) == 1, tasks
+    assert isinstance(tasks[0], Task)
+    return tasks[0]
+
+
+def test_nothing_is_withheld_while_nothing_is_known(store: MemoryStore, namespace: str) -> None:
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    found = mem.retrieve(namespace, TASK, CFG)
+    assert sorted(h.memory.id for h in found.hits) == sorted(ids.values())
+    assert found.withheld == []
+    assert found.baseline_episodes == 0
+
+
+def test_a_memory_expected_below_the_baseline_is_withheld(
+    store: MemoryStore, namespace: str
+) -> None:
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["good"], 1.0, 4)
+    _play(mem, namespace, ids["bad"], 0.0, 4)
+    for reward in (1.0, 1.0, 0.0, 1.0):  # the agent alone wins 3 of 4
+        mem.report_baseline(namespace, TASK, reward)
+
+    found = mem.retrieve(namespace, TASK, CFG)
+    assert found.baseline is not None and found.baseline_episodes == 4
+    handed = {h.memory.id: h for h in found.hits}
+    held = {h.memory.id: h for h in found.withheld}
+    assert ids["good"] in handed and ids["bad"] in held
+    assert "below the baseline" in (held[ids["bad"]].withheld or "")
+    # Nothing handed over is expected to do worse than acting without memory.
+    for hit in found.hits:
+        assert hit.expected is not None and hit.expected >= found.baseline
+        assert hit.withheld is None
+    assert [h.rank for h in found.hits] == list(range(len(found.hits)))
+    # Abstention off hands the bad one over, ranked as before.
+    plain = mem.retrieve(namespace, TASK, CFG, abstain=False)
+    assert ids["bad"] in [h.memory.id for h in plain.hits] and plain.withheld == []
+
+
+def test_a_withheld_memory_is_not_recorded_on_the_episode(
+    store: MemoryStore, namespace: str
+) -> None:
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["bad"], 0.0, 4)
+    for _ in range(3):
+        mem.report_baseline(namespace, TASK, 1.0)
+    found = mem.retrieve(namespace, TASK, CFG, open_episode=True)
+    assert ids["bad"] in [h.memory.id for h in found.withheld]
+    assert found.episode_id is not None
+    report = mem.explain_episode(namespace, found.episode_id)
+    assert ids["bad"] not in [o.memory_id for o in report.offered]
+    # Credit cannot reach it: the episode was never handed it.
+    with pytest.raises(InvalidInput):
+        mem.finish_episode(namespace, found.episode_id, 1.0, used=[ids["bad"]])
+
+
+def test_probe_episodes_teach_the_baseline(store: MemoryStore, namespace: str) -> None:
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["good"], 1.0, 2)  # memory is being credited here
+    probes = CFG.baseline_probes
+    for n in range(probes):
+        found = mem.retrieve(namespace, TASK, CFG, open_episode=True)
+        assert found.hits == [], "a probe hands nothing over"
+        assert all((h.withheld or "").startswith("probe") for h in found.withheld)
+        assert found.baseline_episodes == n
+        assert found.episode_id is not None
+        outcome = mem.finish_episode(namespace, found.episode_id, 0.0)
+        assert outcome.q_after == {}
+    assert _task(mem, namespace).uses == probes
+    # The baseline (0.0 without memory) is learned: the good memory is handed over again.
+    found = mem.retrieve(namespace, TASK, CFG)
+    assert found.baseline_episodes == probes and found.baseline == pytest.approx(0.0)
+    assert ids["good"] in [h.memory.id for h in found.hits]
+
+
+def test_an_agent_that_hands_nothing_over_still_learns_the_baseline(
+    store: MemoryStore, namespace: str
+) -> None:
+    mem = _memory(store)
+    episode = mem.start_episode(namespace, TASK)
+    mem.finish_episode(namespace, episode.id, 1.0)
+    again = mem.finish_episode(namespace, episode.id, 1.0)  # a retry is replayed, not counted
+    assert again.replayed
+    task = _task(mem, namespace)
+    assert (task.uses, task.successes, task.q_updates) == (1, 1, 1)
+    assert task.q == pytest.approx(0.55)
+    # An episode that credited a memory is not a no-memory episode.
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["good"], 1.0, 1)
+    assert _task(mem, namespace).uses == 1
+
+
+def test_report_baseline_refuses_bad_input_and_changes_nothing(
+    store: MemoryStore, namespace: str
+) -> None:
+    mem = _memory(store)
+    for args in ((TASK, 2.0), ("", 1.0), ("   ", 0.0), (TASK, float("nan"))):
+        with pytest.raises(InvalidInput):
+            mem.report_baseline(namespace, *args)
+    assert list(mem.store.iter_nodes(namespace)) == []
