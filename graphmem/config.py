@@ -84,6 +84,28 @@ class RetrievalConfig(GraphmemModel):
         default=0.0, ge=0.0, le=1.0, description="ε-greedy exploration (off by default)."
     )
     seed: int | None = Field(default=None, description="Seed for random policy / exploration.")
+    hybrid: bool = Field(
+        default=False,
+        description="Phase A recalls by keywords too: the k1 vector candidates and the text_k "
+        "best by BM25 (the stores' full-text index) are fused (``fusion``) and the fused best "
+        "k1 go to phase B, which then ranks by the fused score where it would by similarity "
+        "(docs/design.md, Hybrid recall).",
+    )
+    text_k: int | None = Field(
+        default=None, ge=1, le=1000, description="Hybrid: keyword candidates (None: k1)."
+    )
+    fusion: Literal["rrf"] = Field(
+        default="rrf",
+        description="Hybrid: how the two rankings are fused; 'rrf' is reciprocal rank fusion, "
+        "Σ weight / (rrf_k + rank).",
+    )
+    rrf_k: int = Field(default=60, ge=1, le=10_000, description="Hybrid: RRF's rank offset.")
+    vector_weight: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the vector ranking."
+    )
+    text_weight: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the keyword ranking."
+    )
     abstain: bool = Field(
         default=True,
         description="K is a maximum: a candidate whose learned utility counts "

@@ -624,6 +624,19 @@ class Hit(BaseModel):
     z_sim: float = 0.0
     z_q: float = 0.0
     score: float = Field(description="(1-λ)·z_sim + λ·z_q over the candidate pool.")
+    vector_rank: int | None = Field(
+        default=None,
+        description="Hybrid recall: 1-based rank among the vector candidates (None: not one).",
+    )
+    text_rank: int | None = Field(
+        default=None,
+        description="Hybrid recall: 1-based rank among the keyword candidates (None: not one).",
+    )
+    fused: float | None = Field(
+        default=None,
+        description="Hybrid recall: the fused score (RRF) that z_sim standardises; None when "
+        "recall was by vector alone.",
+    )
     expected: float | None = Field(
         default=None,
         description="Abstention: the reward this memory is expected to earn when used (its "

@@ -265,7 +265,10 @@ def test_construct_builds_the_model_validation_would_build() -> None:
 
     note = Note(namespace="ns", content="c", embedding=[1.0, 0.0])
     values = {"memory": note, "rank": 0, "sim": 0.5, "q": 0.5, "z_sim": 1.0, "z_q": -1.0}
-    built = construct(Hit, {**values, "score": 0.0})
+    # construct takes every field; the optional ones (hybrid recall's, abstention's) at default.
+    optional = {n: f.default for n, f in Hit.model_fields.items() if n not in values}
+    optional.pop("score")
+    built = construct(Hit, {**values, "score": 0.0, **optional}, [*values, "score"])
     checked = Hit(**values, score=0.0)
     assert built == checked
     assert built.model_dump() == checked.model_dump()

@@ -60,12 +60,16 @@ def _check(args: argparse.Namespace) -> int:
             f"approximate index {path}: {problem}; it is derived data, which the next open "
             "rebuilds (`graphmem store repair` deletes the file)"
         )
+    if report.text_index is not None:
+        print(f"keyword index ({report.text_index}): in step with the memories")
+    for problem in report.text_problems:
+        print(f"{problem}; it is derived data, built again in memory by every open")
     if report.intact:
         print(
             f"{report.root}: intact (generation {report.generation}, "
             f"{report.records} log records, {report.wal_bytes} bytes)"
         )
-        return 1 if report.index_problems else 0
+        return 1 if report.index_problems or report.text_problems else 0
     print(f"{report.root}: damaged: {report.problem}")
     if report.repairable:
         print(

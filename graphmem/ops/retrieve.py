@@ -53,6 +53,7 @@ from graphmem.models import (
 )
 from graphmem.ops.abstention import Baseline, baseline, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
+from graphmem.ops.fusion import FusedPool, hybrid_candidates
 from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
@@ -254,6 +255,7 @@ def rank_candidates(
     utility_kinds: Collection[str] | None = None,
     q_reward_scale: tuple[float, float] | None = None,
     q_prior: QPrior | None = None,
+    relevance: Sequence[float] | None = None,
 ) -> list[Hit]:
     """Phase B: score a candidate pool of (memory, sim), best first, keep ``k2``.
 
@@ -268,7 +270,8 @@ def rank_candidates(
     """
     sims = _ordinals([sim for _, sim in candidates])
     qs = _ordinals([m.q for m, _ in candidates])
-    z_sim = zscores(sims) if use_sim else [0.0] * len(sims)
+    # Hybrid recall ranks by the fused score where it would by similarity (ops.fusion).
+    z_sim = zscores(sims if relevance is None else relevance) if use_sim else [0.0] * len(sims)
     kinds = None if utility_kinds is None else {str(k) for k in utility_kinds}
     valued = [i for i, (m, _) in enumerate(candidates) if kinds is None or str(m.kind) in kinds]
     valued_qs = [qs[i] for i in valued]
@@ -303,6 +306,9 @@ def rank_candidates(
                 "z_sim": zs,
                 "z_q": zq,
                 "score": score,
+                "vector_rank": None,
+                "text_rank": None,
+                "fused": None,
                 "expected": None,
                 "withheld": None,
             },
@@ -355,8 +361,12 @@ def retrieve(
     draws = cfg.policy is RetrievePolicy.RANDOM or cfg.epsilon > 0
     rng = _rng(mem, cfg.seed) if draws else None
     vector = mem.embed(_query_text(query, cfg.policy), namespace=namespace)
+    pool: FusedPool | None = None  # hybrid phase A's (ops.fusion)
     if rng is not None and cfg.policy is RetrievePolicy.RANDOM:
         candidates = _random_candidates(mem.store, namespace, vector, cfg, rng)
+    elif cfg.hybrid:
+        pool = hybrid_candidates(mem.store, namespace, query, vector, cfg, _similar_candidates)
+        candidates = pool.candidates
     else:
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
@@ -371,7 +381,10 @@ def retrieve(
         utility_kinds=cfg.utility_kinds,
         q_reward_scale=scale,
         q_prior=prior,
+        relevance=None if pool is None else pool.fused,
     )
+    if pool is not None:
+        hits = pool.annotate(hits)
     withheld: list[Hit] = []
     base: Baseline | None = None
     if judge:

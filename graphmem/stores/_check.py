@@ -9,6 +9,11 @@ Records after a corrupt one are cut too, since they may depend on it (an edge to
 record created); the saved copy keeps them for a person to look at. A damaged snapshot cannot be
 repaired this way, and the repair says so.
 
+The keyword index (``_fulltext``) lives in memory only: the check follows the replay with one
+kept in step record by record, as a store does, and compares it with one built from scratch from
+the memories the replay ends with (``text_problems`` when they differ or SQLite finds the
+tables unsound).
+
 The approximate indexes saved beside the data (``ann-*.usearch``, see ``_ann_files``) are
 checked too: each must be intact, of this generation and log, and hold exactly the vectors of
 its namespace as they were at the log offset it was saved at. A bad one is reported apart from
@@ -28,6 +33,7 @@ from graphmem.errors import GraphmemError, InvalidInput, StoreError
 from graphmem.stores import _ann
 from graphmem.stores._ann import AnnGraph
 from graphmem.stores._ann_files import graph_files, load_graph
+from graphmem.stores._fulltext import TextIndex, entry_of
 from graphmem.stores._journal import (
     FILE_MODE,
     Journal,
@@ -38,6 +44,7 @@ from graphmem.stores._journal import (
     iter_log,
     one_line,
 )
+from graphmem.stores._packed import unpack
 from graphmem.stores._state import GraphState, decode_change, decode_line
 
 
@@ -83,6 +90,8 @@ class CheckReport:
     notes: list[str] = field(default_factory=list)
     indexes: list[str] = field(default_factory=list)  # approximate indexes found sound
     index_problems: dict[Path, str] = field(default_factory=dict)  # file → what is wrong
+    text_index: str | None = None  # the keyword index, when found in step
+    text_problems: list[str] = field(default_factory=list)  # how it is not
 
     @property
     def intact(self) -> bool:
@@ -156,6 +165,7 @@ def _inspect(journal: Journal) -> CheckReport:
     data = journal.unread()
     report.wal_bytes = len(data)
     graphs = _graphs(journal, state, data, report)
+    _follow_text(state)
     try:
         _check_graphs(state, graphs.pop(0, []), report)
         for start, end, change in iter_log(data, decode_line):
@@ -174,6 +184,7 @@ def _inspect(journal: Journal) -> CheckReport:
                 report.index_problems[path] = (
                     f"it reflects byte {offset} of the log, which is no record boundary"
                 )
+    _check_text(state, report)
     tail = report.wal_bytes - report.intact_bytes
     if tail:
         report.problem = (
@@ -184,6 +195,38 @@ def _inspect(journal: Journal) -> CheckReport:
 
 
 Found = list[tuple[Path, str, AnnGraph]]
+
+
+def _follow_text(state: GraphState) -> None:
+    """Index every namespace's text now, and every change the replay applies from here on."""
+    state.text.close()
+    state.text = TextIndex(everything=True)
+    for ns, space in state.spaces.items():
+        state.text.build(ns, (unpack(p) for _, p in space.graph.nodes()))
+
+
+def _check_text(state: GraphState, report: CheckReport) -> None:
+    """The keyword index the replay kept in step against the memories the replay ends with."""
+    memories = 0
+    for ns in sorted(set(state.spaces) | set(state.text.namespaces())):
+        space = state.spaces.get(ns)
+        expected = {}
+        if space is not None:
+            expected = {m.id: entry_of(m) for m in (unpack(p) for _, p in space.graph.nodes())}
+        kept = state.text.entries(ns)
+        memories += len(expected)
+        for problem in state.text.integrity_problems(ns):
+            report.text_problems.append(f"keyword index of namespace {ns!r}: {problem}")
+        if kept != expected:
+            wrong = sorted(
+                i for i in kept.keys() | expected.keys() if kept.get(i) != expected.get(i)
+            )
+            report.text_problems.append(
+                f"keyword index of namespace {ns!r}: {len(wrong)} memories indexed otherwise "
+                f"than they read (first {wrong[0]!r})"
+            )
+    if not report.text_problems:
+        report.text_index = f"{memories} memories in {len(state.spaces)} namespaces"
 
 
 def _graphs(

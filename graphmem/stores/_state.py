@@ -22,6 +22,7 @@ from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
 from graphmem.stores._ann import AnnGraph
+from graphmem.stores._fulltext import TextIndex
 from graphmem.stores._graph import PackedGraph
 from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
 from graphmem.stores._recent_floats import RecentFloats
@@ -175,6 +176,8 @@ class GraphState:
         self.embedders: dict[str, dict[str, Any]] = {}
         self.ann_threshold: int | None = None  # set by the store once the state is loaded
         self.floats = RecentFloats()  # the embeddings handed out last (see _recent_floats)
+        # Keyword search: built per namespace on its first search, in step from then on.
+        self.text = TextIndex()
 
     def set_ann_threshold(
         self, threshold: int | None, graphs: dict[str, AnnGraph] | None = None
@@ -203,6 +206,7 @@ class GraphState:
         for space in self.spaces.values():
             if space.vectors is not None:
                 space.vectors.retire()
+        self.text.close()
 
     # ---- applying changes ---------------------------------------------------------------
 
@@ -238,6 +242,7 @@ class GraphState:
         if old is not None:
             self._unhash(space, old)
         space.graph.set_node(memory.id, pack(memory))
+        self.text.put(memory)
         if memory.content_hash is not None:
             key = (memory.kind, memory.content_hash)
             held = space.hashes.get(key, ())
@@ -260,9 +265,11 @@ class GraphState:
             return
         self._unhash(space, old)
         space.graph.remove_node(memory_id)
+        self.text.remove(namespace, memory_id)
         if space.vectors is not None:
             space.vectors.remove(memory_id)
         if not space.graph:
+            self.text.drop(namespace)
             if space.vectors is not None:
                 space.vectors.retire()
             del self.spaces[namespace]
@@ -358,6 +365,24 @@ class GraphState:
         wanted = None if kinds is None else {EdgeKind(k) for k in kinds}
         edges = [e for e in found.values() if wanted is None or e.kind in wanted]
         return sorted(edges, key=edge_order)
+
+    def text_search(
+        self,
+        namespace: str,
+        terms: Sequence[str],
+        k: int,
+        kinds: Sequence[str] | None,
+        include_obsolete: bool,
+    ) -> list[tuple[str, float]]:
+        """Keyword search of a namespace (see ``_fulltext``), its index built on first use."""
+        space = self.spaces.get(namespace)
+        if space is None:
+            return []
+        if not self.text.has(namespace):
+            self.text.build(namespace, (unpack(p) for _, p in space.graph.nodes()))
+        return self.text.search(
+            namespace, terms, k, kinds=kinds, include_obsolete=include_obsolete
+        )
 
     def is_superseded(self, namespace: str, memory_id: str) -> bool:
         """Whether another memory SUPERSEDES this one (straight from the adjacency)."""

@@ -75,6 +75,21 @@ class Recall(GraphmemModel):
     )
 
 
+class TextRecall(GraphmemModel):
+    """A keyword-recall candidate: the memory and its BM25 score for the query's words."""
+
+    memory: AnyMemory
+    score: float = Field(
+        description="BM25 relevance of the memory's text to the query (higher is better; "
+        "Lucene's on Neo4j, SQLite FTS5's on the embedded store: compare ranks, not scores)."
+    )
+    superseded: bool | None = Field(
+        default=None,
+        description="Whether another memory SUPERSEDES this one, when the store read it in the "
+        "same query; None when it did not.",
+    )
+
+
 class EpisodeCredit(GraphmemModel):
     """What finishing an episode did: the closed episode and the Q it moved.
 
@@ -269,6 +284,38 @@ class MemoryStore(ABC):
         Returns k results whenever the namespace holds k matching memories, however many
         other namespaces hold. Obsolete memories are skipped unless asked for.
         """
+
+    def recall_text(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[TextRecall]:
+        """Top-k memories of the namespace by keyword relevance (BM25) to ``query``, best
+        first, ties by id: the full-text channel of hybrid recall.
+
+        A memory matches when its text (``graphmem.stores._fulltext.TEXT_FIELDS``) holds any
+        of the query's words; the query is plain text, never query syntax. Obsolete memories
+        are skipped unless asked for. Written here as a scan of the namespace; the built-in
+        stores answer it from a full-text index (Neo4j's ``memory_text``, SQLite FTS5).
+        """
+        from graphmem.stores._fulltext import rank_text
+
+        check_namespace(namespace)
+        check_text_query(query, k)
+        wanted = None if kinds is None else [MemoryKind(x).value for x in kinds]
+        found = rank_text(
+            self.iter_nodes(namespace),
+            namespace,
+            query,
+            k,
+            kinds=wanted,
+            include_obsolete=include_obsolete,
+        )
+        return [TextRecall(memory=m, score=score) for m, score in found]
 
     @abstractmethod
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
@@ -582,6 +629,14 @@ def check_patch(changes: dict[str, Any]) -> None:
         )
     if not changes:
         raise InvalidInput("a patch needs at least one field")
+
+
+def check_text_query(query: str, k: int) -> None:
+    """The arguments of :meth:`MemoryStore.recall_text`: a string query and a count."""
+    if not isinstance(query, str):
+        raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
 
 
 def check_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:

@@ -594,3 +594,25 @@ MATCH (e:Memory {namespace: $namespace, id: $id})-[r:RETRIEVED]->(m:Memory {id: 
 WHERE m.namespace = $namespace
 SET r.used = true
 """
+
+# ---- keyword recall (hybrid retrieval's full-text channel) -----------------------------------
+
+# The full-text index holds every namespace, in Lucene's BM25 order: keep this namespace's live
+# memories of these kinds and stop at k (the procedure streams, so no more than that is read
+# once k have passed the filter). `$query` is built by graphmem.stores._fulltext.lucene_query
+# (escaped words, never syntax from user text).
+TEXT_RECALL: Final = """
+CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
+WITH node AS m, score
+WHERE m.namespace = $namespace
+  AND ($kinds IS NULL OR m.kind IN $kinds)
+  AND ($include_obsolete OR NOT coalesce(m.obsolete, false))
+WITH m, score LIMIT $k
+RETURN properties(m) AS props, score, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
+"""
+
+FULLTEXT_INDEX_INFO: Final = """
+SHOW FULLTEXT INDEXES YIELD name, state, labelsOrTypes, properties
+WHERE name = $name
+RETURN state, labelsOrTypes, properties
+"""

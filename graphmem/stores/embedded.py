@@ -82,6 +82,7 @@ from graphmem.models import (
 from graphmem.stores._ann import AnnGraph
 from graphmem.stores._ann_files import read_graphs, save_graphs
 from graphmem.stores._check import corrupt_log_message, load_snapshot_state
+from graphmem.stores._fulltext import query_terms
 from graphmem.stores._journal import Journal, LogDamage, crc32_hex, iter_log, one_line
 from graphmem.stores._state import (
     GraphState,
@@ -97,10 +98,12 @@ from graphmem.stores.base import (
     EpisodeCredit,
     MemoryStore,
     Recall,
+    TextRecall,
     check_alpha_reward,
     check_credit,
     check_patch,
     check_prefixes,
+    check_text_query,
     check_used,
     closed_episode,
     credited_ids,
@@ -742,6 +745,37 @@ class EmbeddedStore(MemoryStore):
                     },
                 )
                 for i, s in hits
+            ]
+
+    def recall_text(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[TextRecall]:
+        """Top-k memories by keyword relevance (SQLite FTS5's BM25), best first; see
+        :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores._fulltext`."""
+        check_namespace(namespace)
+        check_text_query(query, k)
+        kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
+        terms = query_terms(query)
+        if not terms or k == 0:
+            return []
+        with self._read():
+            found = self._state.text_search(namespace, terms, k, kind_values, include_obsolete)
+            return [
+                construct(
+                    TextRecall,
+                    {
+                        "memory": self._copy(namespace, i),
+                        "score": score,
+                        "superseded": self._state.is_superseded(namespace, i),
+                    },
+                )
+                for i, score in found
             ]
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:

@@ -38,8 +38,9 @@ with needs_extra("neo4j", "the Neo4j store"):
     from graphmem.errors import ConfigError, StoreError
     from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
     from graphmem.stores import neo4j_embedders as embedders
+    from graphmem.stores import neo4j_fulltext as fulltext
     from graphmem.stores import neo4j_ops as ops
-    from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
+    from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall, TextRecall
     from graphmem.stores.neo4j_recall import IndexMode
     from graphmem.stores.neo4j_tx import (
         Session,
@@ -313,6 +314,25 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
                 min_sim=min_sim,
             )
         )
+
+    def recall_text(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[TextRecall]:
+        """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
+        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j_fulltext`."""
+        return drive(fulltext.recall_text(
+            self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
+        ))
+
+    def text_index_problems(self) -> list[str]:
+        """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
+        return drive(fulltext.text_index_problems(self))
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
         return drive(ops.find_by_hash(self, namespace, kind, content_hash))

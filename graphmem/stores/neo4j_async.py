@@ -36,8 +36,9 @@ with needs_extra("neo4j", "the async Neo4j store"):
     from graphmem.errors import ConfigError, StoreError
     from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
     from graphmem.stores import neo4j_embedders as embedders
+    from graphmem.stores import neo4j_fulltext as fulltext
     from graphmem.stores import neo4j_ops as ops
-    from graphmem.stores.base import Direction, EpisodeCredit, Recall
+    from graphmem.stores.base import Direction, EpisodeCredit, Recall, TextRecall
     from graphmem.stores.neo4j_tx import (
         AsyncSession,
         Session,
@@ -257,6 +258,25 @@ class AsyncNeo4jStore(ops.Neo4jBase):
             include_obsolete=include_obsolete,
             min_sim=min_sim,
         )
+
+    async def recall_text(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[TextRecall]:
+        """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
+        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j_fulltext`."""
+        return await fulltext.recall_text(
+            self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
+        )
+
+    async def text_index_problems(self) -> list[str]:
+        """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
+        return await fulltext.text_index_problems(self)
 
     async def find_by_hash(
         self, namespace: str, kind: MemoryKind, content_hash: str

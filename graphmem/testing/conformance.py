@@ -25,13 +25,22 @@ from typing import ClassVar
 import pytest
 
 from graphmem.stores.base import MemoryStore
+from graphmem.testing._consolidation import ConsolidationConformance
 from graphmem.testing._credit import CreditConformance, UsedCreditConformance
 from graphmem.testing._reads import ReadConformance
+from graphmem.testing._text import TextConformance
 from graphmem.testing._writes import WriteConformance
 from graphmem.testing.helpers import unique_namespace
 
 
-class StoreConformance(WriteConformance, CreditConformance, UsedCreditConformance, ReadConformance):
+class StoreConformance(
+    WriteConformance,
+    CreditConformance,
+    UsedCreditConformance,
+    ReadConformance,
+    TextConformance,
+    ConsolidationConformance,
+):
     """Base class of the conformance tests; consumers provide the ``store`` fixture."""
 
     dimension: ClassVar[int] = 8

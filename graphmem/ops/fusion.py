@@ -1,0 +1,116 @@
+"""Hybrid phase A: vector and keyword candidates fused into one pool (docs/design.md).
+
+Phase A of :func:`graphmem.ops.retrieve.retrieve` with ``hybrid=True`` asks the store twice:
+``recall`` for the k1 live memories most similar to the query's embedding, and ``recall_text``
+for the ``text_k`` (default k1) that match its words best by BM25. Each list ranks its
+memories 1, 2, …; reciprocal rank fusion (RRF) gives each memory
+``vector_weight / (rrf_k + vector rank) + text_weight / (rrf_k + text rank)`` (a term for each
+list it is in), the best k1 by that score form the pool, and phase B ranks the pool by
+``(1-λ)·ẑ(fused) + λ·ẑ(Q)``. A memory that only the keywords find (an exact rare word, a name, a
+number the embedding blurs) can therefore rank first, and one that only the vector finds still
+competes. RRF reads ranks, not scores, so cosine and BM25 (whose scale differs between Lucene
+and SQLite, and from query to query) need no calibration.
+
+>>> rrf([["a", "b"], ["c", "a"]], [1.0, 1.0], k=60)["a"] == 1 / 61 + 1 / 62
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from graphmem.config import RetrievalConfig
+from graphmem.models import AnyMemory, Hit
+from graphmem.stores.base import MemoryStore
+
+VectorCandidates = Callable[
+    [MemoryStore, str, list[float], RetrievalConfig], list[tuple[AnyMemory, float]]
+]
+"""Phase A by vector alone: (store, namespace, query vector, config) → live (memory, sim)."""
+
+
+def rrf(
+    rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int = 60
+) -> dict[str, float]:
+    """Reciprocal rank fusion: each id's Σ weight / (k + rank) over the rankings holding it
+    (ranks from 1)."""
+    fused: dict[str, float] = {}
+    for ranking, weight in zip(rankings, weights, strict=True):
+        for rank, item in enumerate(ranking, start=1):
+            fused[item] = fused.get(item, 0.0) + weight / (k + rank)
+    return fused
+
+
+@dataclass
+class FusedPool:
+    """Phase A's pool: candidates (memory, cosine sim) best fused first, their fused scores,
+    and each one's rank in the vector and keyword lists (1-based; absent: not in that list)."""
+
+    candidates: list[tuple[AnyMemory, float]] = field(default_factory=list)
+    fused: list[float] = field(default_factory=list)
+    vector_rank: dict[str, int] = field(default_factory=dict)
+    text_rank: dict[str, int] = field(default_factory=dict)
+
+    def annotate(self, hits: Sequence[Hit]) -> list[Hit]:
+        """``hits`` (of this pool) with their vector rank, text rank and fused score set."""
+        fused = {m.id: f for (m, _), f in zip(self.candidates, self.fused, strict=True)}
+        for hit in hits:
+            memory_id = hit.memory.id
+            hit.__dict__["vector_rank"] = self.vector_rank.get(memory_id)
+            hit.__dict__["text_rank"] = self.text_rank.get(memory_id)
+            hit.__dict__["fused"] = fused.get(memory_id)
+        return list(hits)
+
+
+def hybrid_candidates(
+    store: MemoryStore,
+    namespace: str,
+    query: str,
+    vector: list[float],
+    cfg: RetrievalConfig,
+    by_vector: VectorCandidates,
+) -> FusedPool:
+    """The fused pool of at most k1 live memories (see the module doc). The similarity floor
+    applies to the vector list; a keyword candidate is kept whatever its cosine (reported)."""
+    vector_list = by_vector(store, namespace, vector, cfg)
+    text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
+    found = store.recall_text(namespace, query, text_k, kinds=list(cfg.kinds))
+    unknown = [r.memory.id for r in found if r.superseded is None]
+    dropped = store.superseded(namespace, unknown) if unknown else set()
+    text_list = [r.memory for r in found if not r.superseded and r.memory.id not in dropped]
+
+    memories: dict[str, AnyMemory] = {}
+    sims: dict[str, float] = {}
+    for memory, sim in vector_list:
+        memories[memory.id], sims[memory.id] = memory, sim
+    for memory in text_list:
+        if memory.id not in memories:
+            memories[memory.id], sims[memory.id] = memory, cosine(vector, memory.embedding)
+    vector_ids = [m.id for m, _ in vector_list]
+    text_ids = [m.id for m in text_list]
+    fused = rrf([vector_ids, text_ids], [cfg.vector_weight, cfg.text_weight], k=cfg.rrf_k)
+    order = sorted(memories, key=lambda i: (-fused[i], -sims[i], i))[: cfg.k1]
+    return FusedPool(
+        candidates=[(memories[i], sims[i]) for i in order],
+        fused=[fused[i] for i in order],
+        vector_rank={i: r for r, i in enumerate(vector_ids, start=1)},
+        text_rank={i: r for r, i in enumerate(text_ids, start=1)},
+    )
+
+
+def cosine(query: Sequence[float], embedding: Sequence[float] | None) -> float:
+    """Cosine of the query vector and a memory's embedding; 0.0 when it has none (or it is of
+    another dimension, or either is zero)."""
+    if embedding is None or len(embedding) != len(query):
+        return 0.0
+    a, b = np.asarray(query, dtype=np.float64), np.asarray(embedding, dtype=np.float64)
+    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
+    if not denom > 0.0 or not np.isfinite(denom):
+        return 0.0
+    return float(np.clip(float(a @ b) / denom, -1.0, 1.0))
+
+
+__all__ = ["FusedPool", "hybrid_candidates", "rrf"]

@@ -1,0 +1,169 @@
+"""Keyword recall and hybrid retrieval beyond the conformance suite: the embedded store's
+in-memory FTS5 index across handles, compaction and reopening, ``store check``, the Lucene
+query escaping, the fusion arithmetic, and retrieval end to end."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import drop_namespaces
+
+from graphmem import GraphMemory, HashingEmbedder
+from graphmem.ops.fusion import rrf
+from graphmem.stores import _fulltext
+from graphmem.stores._check import check_store
+from graphmem.stores._fulltext import TEXT_FIELDS, TextIndex, lucene_query, query_terms
+from graphmem.stores.base import MemoryStore
+from graphmem.stores.embedded import EmbeddedStore
+from graphmem.testing import note, vec
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "002_indexes.cypher"
+
+
+def ids(found: list) -> list[str]:  # type: ignore[type-arg]
+    return [r.memory.id for r in found]
+
+
+def test_both_stores_read_the_fields_the_neo4j_index_covers() -> None:
+    text = SCHEMA.read_text(encoding="utf-8")
+    covered = re.search(r"memory_text IF NOT EXISTS\s+FOR \(m:Memory\) ON EACH \[([^\]]*)\]", text)
+    assert covered is not None
+    assert sorted(f.strip().removeprefix("m.") for f in covered.group(1).split(",")) == sorted(
+        TEXT_FIELDS
+    )
+
+
+def test_lucene_query_escapes_every_special_character() -> None:
+    assert lucene_query(["a+b", "c:d", "(e)", 'f"g', "h\\i", "j/k"]) == (
+        'a\\+b c\\:d \\(e\\) f\\"g h\\\\i j\\/k'
+    )
+    # Terms are lower-case words: never an operator, never a wildcard.
+    assert query_terms("Who AND What OR NOT *:* x?") == ["who", "and", "what", "or", "not", "x"]
+    assert query_terms("pi is 3.14, don't e-mail") == ["pi", "is", "3.14", "don't", "e", "mail"]
+    assert len(query_terms(" ".join(f"w{i}" for i in range(500)))) == _fulltext.MAX_QUERY_TERMS
+
+
+def test_rrf_sums_weighted_reciprocal_ranks() -> None:
+    fused = rrf([["a", "b"], ["b", "c"]], [1.0, 2.0], k=10)
+    assert fused == pytest.approx({"a": 1 / 11, "b": 1 / 12 + 2 / 11, "c": 2 / 12})
+
+
+def test_another_handles_writes_and_compaction_reach_the_index(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    a, b = EmbeddedStore.open(path), EmbeddedStore.open(path)
+    try:
+        a.upsert([note("ns", "n1", "aardvark", vec(4, 1)), note("ns", "n2", "badger", vec(4, 1))])
+        assert ids(a.recall_text("ns", "aardvark", 5)) == ["n1"]  # a builds its index
+        assert ids(b.recall_text("ns", "badger", 5)) == ["n2"]
+        b.upsert([note("ns", "n3", "capybara", vec(4, 1))])
+        b.delete("ns", ["n1"])
+        b.patch("ns", "n2", {"content": "dingo"})
+        assert ids(a.recall_text("ns", "capybara", 5)) == ["n3"]
+        assert a.recall_text("ns", "aardvark", 5) == []
+        assert a.recall_text("ns", "badger", 5) == []
+        assert ids(a.recall_text("ns", "dingo", 5)) == ["n2"]
+        b.compact()  # a loads the new snapshot: its index is built again from it
+        b.upsert([note("ns", "n4", "echidna", vec(4, 1))])
+        assert sorted(ids(a.recall_text("ns", "echidna capybara", 5))) == ["n3", "n4"]
+        assert a.recall_text("ns", "aardvark", 5) == []
+    finally:
+        a.close()
+        b.close()
+    with EmbeddedStore.open(path) as reopened:
+        assert ids(reopened.recall_text("ns", "dingo", 5)) == ["n2"]
+
+
+def test_emptied_namespace_starts_a_fresh_index() -> None:
+    store = EmbeddedStore.in_memory()
+    store.upsert([note("ns", "n1", "ferret", vec(4, 1))])
+    assert ids(store.recall_text("ns", "ferret", 5)) == ["n1"]
+    store.delete("ns", ["n1"])
+    store.upsert([note("ns", "n2", "gecko", vec(4, 1))])
+    assert ids(store.recall_text("ns", "gecko ferret", 5)) == ["n2"]
+
+
+def test_store_check_verifies_the_keyword_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        store.upsert([note("ns", f"n{i}", f"heron {i}", vec(4, 1, i)) for i in range(5)])
+        store.compact()
+        store.upsert([note("other", "o", "ibis", vec(4, 1))])
+        store.patch("ns", "n1", {"content": "jackdaw"})
+        store.delete("ns", ["n2"])
+    report = check_store(path)
+    assert report.intact and not report.text_problems
+    assert report.text_index == "5 memories in 2 namespaces"
+    # An index that misses a change (here: deletes never reach it) is found out.
+    monkeypatch.setattr(TextIndex, "remove", lambda self, namespace, memory_id: None)
+    report = check_store(path)
+    assert report.intact  # the data is sound; the derived index is reported apart
+    assert report.text_index is None
+    assert report.text_problems == [
+        "keyword index of namespace 'ns': 1 memories indexed otherwise than they read (first 'n2')"
+    ]
+
+
+def test_common_terms_are_left_out_of_large_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_fulltext, "MIN_PRUNED_POSTINGS", 3)
+    index = TextIndex()
+    memories = [note("ns", f"n{i}", f"the report number {i}", vec(4, 1)) for i in range(20)]
+    memories.append(note("ns", "x", "the zebra report", vec(4, 1)))
+    index.build("ns", memories)
+    # "the" and "report" are in every memory: only "zebra" is searched.
+    assert [i for i, _ in index.search("ns", ["the", "report", "zebra"], 5)] == ["x"]
+    assert index.search("ns", ["the", "report"], 5) == []
+    monkeypatch.setattr(_fulltext, "MIN_PRUNED_POSTINGS", 2000)
+    assert len(index.search("ns", ["the", "report"], 5)) == 5
+
+
+def test_hybrid_retrieval_finds_what_only_the_keywords_find() -> None:
+    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder(64))
+    texts = [f"my cousin visited the museum on a rainy day number {i}" for i in range(30)]
+    notes = [mem.add_note("demo", t) for t in texts]
+    target = mem.add_note("demo", "Booking reference QZ7781 for the ferry")
+    query = "my cousin and the ferry booking QZ7781"
+    plain = mem.retrieve("demo", query, kinds=("Note",), k1=5, k2=3, lam=0.0)
+    assert all(h.vector_rank is None and h.fused is None for h in plain.hits)
+    hybrid = mem.retrieve("demo", query, kinds=("Note",), k1=5, k2=3, lam=0.0, hybrid=True)
+    top = hybrid.hits[0]
+    assert top.memory.id == target.id
+    assert top.text_rank == 1 and top.fused is not None
+    assert [h.rank for h in hybrid.hits] == [0, 1, 2]
+    assert any(h.vector_rank is not None for h in hybrid.hits)
+    assert {h.memory.id for h in hybrid.hits} <= {n.id for n in [*notes, target]}
+
+
+@pytest.mark.neo4j
+def test_neo4j_text_index_is_checked_and_missing_one_is_scanned(
+    neo4j_store: MemoryStore, namespace: str
+) -> None:
+    from graphmem.stores import cypher
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = neo4j_store
+    assert isinstance(store, Neo4jStore)
+    assert store.text_index_problems() == []
+    dim = store.dimension or 384
+    store.upsert(
+        [
+            note(namespace, "n1", "kookaburra call", vec(dim, 1)),
+            note(namespace, "n2", "emu", vec(dim, 1)),
+        ]
+    )
+    try:
+        assert ids(store.recall_text(namespace, "kookaburra", 5)) == ["n1"]
+        with store.driver.session(database=store._database) as session:
+            session.run(f"DROP INDEX {cypher.FULLTEXT_INDEX}").consume()
+        assert store.text_index_problems() == [
+            "full-text index 'memory_text' is missing: run `graphmem schema apply`"
+        ]
+        found = store.recall_text(namespace, "kookaburra", 5)  # scanned instead, same answer
+        assert ids(found) == ["n1"] and found[0].superseded is False
+    finally:
+        store.setup(dim)
+        drop_namespaces(store, namespace)
+    assert store.text_index_problems() == []
