@@ -186,6 +186,15 @@ class Neo4jBase(ABC):
 
 def connection_error(e: BaseException, shown: str, user: str) -> StoreError:
     """The error ``from_uri`` raises when a new driver cannot verify its connection."""
+    code = getattr(e, "code", None) or ""
+    if code == "Neo.ClientError.Security.AuthenticationRateLimit":
+        # Neo4j locks a user out for a while after repeated wrong passwords (5 by default,
+        # dbms.security.auth_lock_time 5 s); retrying at once only extends the lock.
+        return StoreError(
+            f"Neo4j at {shown} refused user {user!r}: too many wrong passwords, so it locks "
+            "the user out for a while; check GRAPHMEM_NEO4J_PASSWORD (and GRAPHMEM_NEO4J_USER), "
+            "wait a few seconds and try again"
+        )
     if isinstance(e, AuthError):
         return StoreError(
             f"Neo4j at {shown} rejected the credentials of user {user!r}: check "

@@ -1,37 +1,86 @@
-"""Neo4j connection URIs: which ones graphmem accepts, and how they are shown without secrets."""
+"""Connection URIs: which Neo4j ones graphmem accepts, and how any URI (Neo4j's, the LLM
+endpoint's) is shown without the credentials it carries."""
 
 from __future__ import annotations
 
 import re
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote_plus, urlsplit
 
 from graphmem.errors import ConfigError
 
 NEO4J_SCHEMES = ("bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc")
 """URI schemes graphmem connects to Neo4j with (Bolt, direct or routed)."""
 
-_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)\S*@")
-"""A URI's userinfo, up to the last ``@`` of the word: a password may hold ``@`` or ``/``."""
+_URI = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*://)(?P<rest>[^\s'\"<>]*)")
+"""A URI in running text: a scheme, then everything up to a blank or a quote."""
 
-
-_QUERY_SECRET = re.compile(
-    r"(?P<key>[?&;](?:password|passwd|pwd|pass|secret|token|auth|credentials|api[_-]?key|key)=)"
-    r"[^&;#\s'\"]*",
-    re.IGNORECASE,
+SECRET_WORDS = (
+    "pass",
+    "pw",
+    "secret",
+    "token",
+    "key",
+    "auth",
+    "cred",
+    "sig",
+    "session",
+    "cookie",
+    "bearer",
 )
-"""A secret passed as a URI query parameter (``bolt://host/?password=X``)."""
+"""A query parameter whose (decoded, lower-cased) name contains one of these carries a secret:
+``password``, ``passwd``, ``pwd``, ``pw``, ``api_key``, ``apikey``, ``X-Api-Key``,
+``access_token``, ``auth``, ``credentials``, ``sig`` …"""
+
+
+def secret_key(key: str) -> bool:
+    """Whether a query parameter named ``key`` carries a secret (see :data:`SECRET_WORDS`)."""
+    name = unquote_plus(key).lower()
+    return any(word in name for word in SECRET_WORDS)
+
+
+def _redact_one(match: re.Match[str]) -> str:
+    rest = match["rest"]
+    # The userinfo runs to the last "@" of the word: a password may hold "@", "/", "?" or "#".
+    if "@" in rest:
+        rest = "***@" + rest.rsplit("@", 1)[1]
+    rest, hashed, fragment = rest.partition("#")
+    path, asked, query = rest.partition("?")
+    if asked:
+        rest = path + asked + _redact_query(query)
+    # A fragment never reaches the server, and a password put there must not be shown either.
+    return match["scheme"] + rest + (hashed + "***" if fragment else hashed)
+
+
+def _redact_query(query: str) -> str:
+    """A query string with the values of its secret parameters masked; a part without ``=``
+    right after a secret one is taken as the rest of its value (``password=a&b``)."""
+    out: list[str] = []
+    masking = False
+    for part in re.split(r"([&;])", query):
+        if part in ("&", ";"):
+            out.append(part)
+            continue
+        key, eq, _ = part.partition("=")
+        if eq:
+            masking = secret_key(key)
+            out.append(f"{key}=***" if masking else part)
+        else:
+            out.append("***" if masking and part else part)
+    return "".join(out)
 
 
 def redact_uri(text: str) -> str:
-    """``text`` with the credentials of every URI in it replaced by ``***``: the userinfo and
-    any query parameter that carries a secret.
+    """``text`` with the credentials of every URI in it replaced by ``***``: the userinfo, any
+    query parameter whose name says it holds a secret, and the fragment.
 
     >>> redact_uri("cannot reach bolt://neo4j:secret@db:7687")
     'cannot reach bolt://***@db:7687'
     >>> redact_uri("unusable Neo4j URI 'bolt://db/?password=s3cret&x=1'")
     "unusable Neo4j URI 'bolt://db/?password=***&x=1'"
+    >>> redact_uri("bolt://db:7687?pw=a&region=eu#password=b")
+    'bolt://db:7687?pw=***&region=eu#***'
     """
-    return _QUERY_SECRET.sub(r"\g<key>***", _USERINFO.sub(r"\g<scheme>***@", text))
+    return _URI.sub(_redact_one, text)
 
 
 def check_neo4j_uri(uri: str) -> str:
@@ -54,6 +103,13 @@ def check_neo4j_uri(uri: str) -> str:
         raise ConfigError(
             f"unusable Neo4j URI {shown!r}: put the user and password in GRAPHMEM_NEO4J_USER "
             "and GRAPHMEM_NEO4J_PASSWORD, not in the URI"
+        )
+    secrets = [k for k, _ in parse_qsl(parts.query, keep_blank_values=True) if secret_key(k)]
+    if secrets or parts.fragment:
+        where = f"a query parameter {secrets[0]!r}" if secrets else "a fragment (#...)"
+        raise ConfigError(
+            f"unusable Neo4j URI {shown!r}: it carries {where}, which Neo4j does not read; put "
+            "the password in GRAPHMEM_NEO4J_PASSWORD, not in the URI"
         )
     if not parts.hostname or port == 0:
         raise ConfigError(
