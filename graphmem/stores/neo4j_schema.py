@@ -116,12 +116,14 @@ def setup(
             for path in schema_files():
                 for statement in statements(path.read_text(encoding="utf-8")):
                     used = {k: v for k, v in params.items() if re.search(rf"\${k}\b", statement)}
-                    session.execute_write(
-                        sync_work(partial(_run, statement=statement, params=used))
-                    )
+                    _apply(session, statement, used)
                     count += 1
             session.execute_write(sync_work(partial(_fix_dimension, dimension=dimension)))
             _await_indexes(session, wait)
+            # Re-checked: a concurrent setup may have created the index (with its dimension).
+            indexed = session.execute_read(sync_work(_index_dimension))
+            if indexed is not None and indexed != dimension:
+                raise DimensionMismatch(indexed, dimension, where="vector index")
             while session.execute_write(sync_work(_backfill_q_label)):
                 pass
     except (Neo4jError, DriverError) as e:
@@ -139,15 +141,48 @@ def _filtered_index(session: neo4j.Session, dimension: int) -> int:
     if state is not None and state[2] != "key":
         # Recall scans exactly until the new index is online (schema apply waits for it).
         log.warning("re-creating vector index %r to carry the filter key", cypher.VECTOR_INDEX)
-        session.execute_write(
-            sync_work(partial(_run, statement=cypher.DROP_VECTOR_INDEX, params={}))
-        )
+        _apply(session, cypher.DROP_VECTOR_INDEX, {})
         count += 1
-    filtered = partial(
-        _run, statement=cypher.VECTOR_INDEX_FILTERED, params={"dimension": dimension}
-    )
-    session.execute_write(sync_work(filtered))
+    _apply(session, cypher.VECTOR_INDEX_FILTERED, {"dimension": dimension})
     return count + 1
+
+
+ALREADY_DONE = frozenset(
+    {
+        "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+        "Neo.ClientError.Schema.IndexAlreadyExists",
+        "Neo.ClientError.Schema.IndexWithNameAlreadyExists",
+        "Neo.ClientError.Schema.ConstraintAlreadyExists",
+        "Neo.ClientError.Schema.ConstraintWithNameAlreadyExists",
+        "Neo.ClientError.Schema.IndexDropFailed",
+    }
+)
+"""What a schema statement fails with when another setup ran the same statement at the same
+moment: ``IF NOT EXISTS`` checks before the rule is committed, so two first-time setups on a
+fresh database both try to create it and the second fails (seen on 2026.09.0); a drop finds
+the index already dropped."""
+
+
+def already_done(e: Neo4jError) -> bool:
+    """Whether ``e`` says a concurrent setup did what the statement was to do."""
+    code = e.code or ""
+    text = (e.message or "").lower()
+    if code == "Neo.ClientError.Schema.IndexDropFailed":
+        return "does not exist" in text or "no such" in text or "not found" in text
+    if code in ALREADY_DONE:
+        return True
+    return code.startswith("Neo.ClientError.Schema.") and "already exist" in text
+
+
+def _apply(session: neo4j.Session, statement: str, params: dict[str, Any]) -> None:
+    """Run one idempotent schema statement; a concurrent setup having run it is success (what
+    it left is checked afterwards: dimension, index state)."""
+    try:
+        session.execute_write(sync_work(partial(_run, statement=statement, params=params)))
+    except Neo4jError as e:
+        if not already_done(e):
+            raise
+        log.info("schema statement applied concurrently (%s): %s", e.code, statement[:80])
 
 
 def _backfill_filter_key(session: neo4j.Session) -> None:
