@@ -346,6 +346,21 @@ def test_namespace_validation(lg: GraphMemoryStore) -> None:
             lg.put(bad, "foo", doc)
     with pytest.raises(InvalidNamespaceError):
         lg.batch([GetOp(("a.b",), "k")])
+    # The same errors are graphmem's InvalidNamespace (one line, one error root), on every
+    # method, sync and async, and nothing is written.
+    for call in (
+        lambda: lg.put(("a.b",), "k", doc),
+        lambda: lg.get(("",), "k"),
+        lambda: lg.search(("a.b",)),
+        lambda: lg.delete(("a", ""), "k"),
+        lambda: lg.list_namespaces(prefix=("a.b",)),
+        lambda: asyncio.run(lg.aput(("langgraph",), "k", doc)),
+        lambda: asyncio.run(lg.asearch(("a.b",))),
+        lambda: lg.batch([GetOp(("a.b",), "k")]),
+    ):
+        with pytest.raises(InvalidNamespace) as info:
+            call()
+        assert isinstance(info.value, InvalidNamespaceError) and "\n" not in str(info.value)
     lg.put(("foo", "langgraph", "foo"), "bar", doc)
     got = lg.get(("foo", "langgraph", "foo"), "bar")
     assert got is not None and got.value == doc

@@ -61,7 +61,9 @@ code on the blocking store (:func:`~graphmem.stores.neo4j_tx.drive`). On the emb
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import inspect
 import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping, Sequence
@@ -77,6 +79,7 @@ with needs_extra("langgraph", "the LangGraph store"):
         BaseStore,
         GetOp,
         IndexConfig,
+        InvalidNamespaceError,
         Item,
         ListNamespacesOp,
         Op,
@@ -121,6 +124,40 @@ MAX_NAMESPACE = 128
 _SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_:@-")
 
 
+class LangGraphInvalidNamespace(InvalidNamespace, InvalidNamespaceError):
+    """LangGraph's namespace error (an empty namespace or label, a ``.`` in a label, the root
+    ``langgraph``) as graphmem's :class:`~graphmem.errors.InvalidNamespace`: caught by either
+    name, so LangGraph code and graphmem code both see what they expect."""
+
+
+def _as_graphmem(e: InvalidNamespaceError) -> InvalidNamespace:
+    return e if isinstance(e, InvalidNamespace) else LangGraphInvalidNamespace(str(e))
+
+
+def _mapping_namespace_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` (one of BaseStore's, which check namespaces before any op is built) raising
+    :class:`LangGraphInvalidNamespace` where it raised LangGraph's own error."""
+    if inspect.iscoroutinefunction(method):
+
+        @functools.wraps(method)
+        async def amapped(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await method(*args, **kwargs)
+            except InvalidNamespaceError as e:
+                raise _as_graphmem(e) from e
+
+        return amapped
+
+    @functools.wraps(method)
+    def mapped(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except InvalidNamespaceError as e:
+            raise _as_graphmem(e) from e
+
+    return mapped
+
+
 # ---- the mapping ---------------------------------------------------------------------------
 
 
@@ -148,7 +185,7 @@ def unescape_label(text: str) -> str:
         if text[i] == ".":
             pair = text[i + 1 : i + 3]
             if len(pair) != 2 or not all(c in "0123456789abcdef" for c in pair):
-                raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+                raise LangGraphInvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
             raw.append(int(pair, 16))
             i += 3
         else:
@@ -157,9 +194,9 @@ def unescape_label(text: str) -> str:
     try:
         label = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label") from e
+        raise LangGraphInvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label") from e
     if escape_label(label) != text:
-        raise InvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
+        raise LangGraphInvalidNamespace(f"{text[:80]!r} is not an escaped LangGraph label")
     return label
 
 
@@ -172,7 +209,7 @@ def _utf8(text: str, what: str) -> bytes:
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError as e:
-        error = InvalidNamespace if what.startswith("a namespace") else InvalidInput
+        error = LangGraphInvalidNamespace if what.startswith("a namespace") else InvalidInput
         raise error(f"{what} is not valid Unicode text (a lone surrogate?)") from e
 
 
@@ -230,10 +267,14 @@ class GraphMemoryStore(BaseStore):
         async_store: AsyncNeo4jStore | None = None,
     ) -> None:
         if not NAMESPACE_RE.match(root) or len(root) > 64:
-            raise InvalidNamespace(f"invalid root {root[:80]!r}: use up to 64 namespace characters")
+            raise LangGraphInvalidNamespace(
+                f"invalid root {root[:80]!r}: use up to 64 namespace characters"
+            )
         if "/" in root:
             # a root "x/u" would live inside root "x": tenants must not nest
-            raise InvalidNamespace(f"invalid root {root[:80]!r}: a root must not contain '/'")
+            raise LangGraphInvalidNamespace(
+                f"invalid root {root[:80]!r}: a root must not contain '/'"
+            )
         if lam is not None and not (isinstance(lam, int | float) and 0.0 <= lam <= 1.0):
             raise ConfigError(f"lam must be between 0 and 1, got {lam!r}")
         if recall_factor < 1:
@@ -268,7 +309,7 @@ class GraphMemoryStore(BaseStore):
     def graph_namespace(self, namespace: Sequence[str]) -> str:
         """The graphmem namespace holding the items of a LangGraph namespace."""
         if not namespace:
-            raise InvalidNamespace("a LangGraph namespace needs at least one label")
+            raise LangGraphInvalidNamespace("a LangGraph namespace needs at least one label")
         name = "/".join([self.root, *(escape_label(label) for label in namespace)])
         if len(name) <= MAX_NAMESPACE:
             return name
@@ -391,7 +432,10 @@ class GraphMemoryStore(BaseStore):
 
     async def _batch(self, ops: list[Op], io: _Backend) -> list[Result]:
         for op in ops:
-            validate_op_namespace(op)
+            try:
+                validate_op_namespace(op)
+            except InvalidNamespaceError as e:
+                raise _as_graphmem(e) from e
         results: list[Result] = [None] * len(ops)
         pending: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
@@ -860,11 +904,18 @@ def _dump_value(value: Mapping[str, Any]) -> str:
         raise InvalidInput(f"a store value must be JSON-serialisable: {e}") from e
 
 
+for _name in (
+    "get", "search", "put", "delete", "list_namespaces",
+    "aget", "asearch", "aput", "adelete", "alist_namespaces",
+):  # fmt: skip
+    setattr(GraphMemoryStore, _name, _mapping_namespace_errors(getattr(GraphMemoryStore, _name)))
+
 __all__ = [
     "SOURCE",
     "VECTOR_SOURCE",
     "GraphMemoryStore",
     "GraphSearchItem",
+    "LangGraphInvalidNamespace",
     "escape_label",
     "item_id",
 ]
