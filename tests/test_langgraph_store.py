@@ -37,7 +37,7 @@ from langgraph.store.base import (
 )
 
 from graphmem.embedding import HashingEmbedder
-from graphmem.errors import InvalidInput
+from graphmem.errors import InvalidInput, InvalidNamespace
 from graphmem.integrations.langgraph_store import (
     GraphMemoryStore,
     GraphSearchItem,
