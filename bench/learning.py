@@ -15,18 +15,18 @@ condition plays the same stream with a fresh memory:
   ``procedures``: procedures only, no fact notes written or read, every attempt kept as a
   procedure (vanilla update: a failed game still shows where things went); the explorer follows
   the steps of the successful procedures two-phase retrieval finds (adapted to the game,
-  :mod:`graphmem.examples.envs.procedures`), takes the steps of every one found that hold in
+  :mod:`showcase.envs.procedures`), takes the steps of every one found that hold in
   any game where their objects are here, and only the procedures a step was taken from are
   credited; ``both``: the two (adjustment update, as ``notes``).
 
 The agent is the LangGraph agent flow (:mod:`graphmem.flows.agent`): retrieve (two-phase, an Episode
-records what was handed over) → the rule-based explorer of :mod:`graphmem.examples.envs.agents`
+records what was handed over) → the rule-based explorer of :mod:`showcase.envs.agents`
 plays with the hints, asking memory about every item or cooking verb it meets without knowing it
 (in-task recall, two-phase with the condition's λ, k1=10, k2=3; the hits join the Episode) →
 ``finish_episode`` (Q ← Q + α(R − Q)) → ``GraphMemory.update`` with the strategy (procedures
 built at the granularity, tips and corrections on failure) → the facts the game taught, one
 consolidated note per subject
-(:func:`graphmem.examples.textworld_agent.learn_facts_by_subject`) → A-MEM evolution. The first
+(:func:`showcase.textworld_agent.learn_facts_by_subject`) → A-MEM evolution. The first
 retrieval recalls fact notes and procedures together; a procedure is
 replayed only when its task text is the current task's (the game's start), so look-alike
 starts of different seeds can mislead it.
@@ -73,8 +73,8 @@ from bench.common import (
     write_results,
 )
 from graphmem.config import MemoryConfig, RetrievalConfig, UpdateStrategy
-from graphmem.examples.metrics import EpisodeRecord, summarise
 from graphmem.models import Granularity, Hit, MemoryKind, Procedure, seeded_ids
+from showcase.metrics import EpisodeRecord, summarise
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ def bench_hints(memory: Any, namespace: str, task: str, hits: Sequence[Hit]) -> 
     """Hints from retrieved hits: each fact of a fact note; successful procedures of this very
     task text (another start's moves would mislead the explorer). Tips are free text the
     rule-based explorer cannot act on; an LLM policy would read them through the prompt."""
-    from graphmem.examples.textworld_agent import fact_lines
+    from showcase.textworld_agent import fact_lines
 
     hints: list[str] = []
     for hit in hits:
@@ -336,14 +336,14 @@ def run_condition(
     credit: str = "used",
 ) -> StreamRun:
     """Play ``seeds`` then ``repeat`` under ``condition`` through the agent flow."""
-    from graphmem.examples.envs.agents import make_explorer
-    from graphmem.examples.textworld_agent import (
+    from graphmem.flows.agent import build_agent_graph, run_task
+    from graphmem.flows.state import AgentContext
+    from showcase.envs.agents import make_explorer
+    from showcase.textworld_agent import (
         PROCEDURE_RETRIEVAL,
         RECALL_RETRIEVAL,
         learn_facts_by_subject,
     )
-    from graphmem.flows.agent import build_agent_graph, run_task
-    from graphmem.flows.state import AgentContext
 
     memory = open_memory(store_dir, embedder, condition, llm=llm)
     policy = CountingPolicy(
@@ -605,9 +605,9 @@ def run_game(
     """All ``conditions`` on one (game, budget); writes learning_<game>_b<budget>.{json,md,png}."""
     from tqdm import tqdm
 
-    from graphmem.examples.envs.procedures import MAX_PLANS
-    from graphmem.examples.envs.textworld import TextWorldEnv
-    from graphmem.examples.textworld_agent import PROCEDURE_RETRIEVAL
+    from showcase.envs.procedures import MAX_PLANS
+    from showcase.envs.textworld import TextWorldEnv
+    from showcase.textworld_agent import PROCEDURE_RETRIEVAL
 
     offset = getattr(args, "seed_offset", 0)
     fold = getattr(args, "fold", "test")
@@ -695,7 +695,7 @@ def run_game(
 def _llm_parts(args: argparse.Namespace) -> tuple[Callable[[], Any] | None, Any]:
     if not args.llm:
         return None, None
-    from graphmem.examples.textworld_agent import ChatPolicy, llm_from_settings
+    from showcase.textworld_agent import ChatPolicy, llm_from_settings
 
     llm = llm_from_settings()  # one client for the policy and the memory: one usage count
     return (lambda: ChatPolicy(llm)), llm
@@ -931,7 +931,7 @@ def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
         raise SystemExit(
             f"unknown condition(s) {', '.join(unknown)}; known: {', '.join(CONDITIONS)}"
         )
-    from graphmem.examples.envs.textworld import EXPLORED_GAMES, TWX_GAMES
+    from showcase.envs.textworld import EXPLORED_GAMES, TWX_GAMES
 
     if args.game not in TWX_GAMES:
         raise SystemExit(f"unknown game {args.game!r}; TextWorldExpress has {', '.join(TWX_GAMES)}")

@@ -66,8 +66,8 @@ from bench.common import (
 from bench.learning import embedder_label, make_embedder, plot_runs
 from bench.paired import compare
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig, UpdateStrategy
-from graphmem.examples.metrics import EpisodeRecord, summarise
 from graphmem.models import MemoryKind, Trajectory, TrajectoryStep, seeded_ids
+from showcase.metrics import EpisodeRecord, summarise
 
 log = logging.getLogger(__name__)
 

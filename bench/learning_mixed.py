@@ -7,7 +7,7 @@ are written to the condition's memory, so memory grows to hundreds or thousands 
 more than the agent is handed; cookingworld's games all share one task text, so look-alikes
 arise on their own, and where things lie in a coin or cooking game holds for that game only.
 
-The agent is the rule-based explorer of :mod:`graphmem.examples.envs.agents` for each family
+The agent is the rule-based explorer of :mod:`showcase.envs.agents` for each family
 (the generic novelty explorer in coin and mapreader, which reads no hints: those families
 only fill memory with items that do not help). It asks memory at the start of a game (the task
 text) and during it (``recall_queries``: "where does the wet towel belong", "roast means cook
@@ -221,7 +221,7 @@ class Memory(Protocol):
 
 def game_note(task: str, facts: Sequence[str]) -> str:
     """One game's facts as a note's text (the header ties it to the task it helps)."""
-    from graphmem.examples.textworld_agent import FACTS_HEADER
+    from showcase.textworld_agent import FACTS_HEADER
 
     return "\n".join([f"{FACTS_HEADER} {task}", *facts])
 
@@ -345,7 +345,7 @@ class GraphmemMemory(NoMemory):
         self.open_id = self.mem.start_episode(self.namespace, task).id
 
     def _retrieve(self, query: str) -> list[Offer]:
-        from graphmem.examples.textworld_agent import fact_lines
+        from showcase.textworld_agent import fact_lines
 
         return [Offer(h.memory.id, tuple(fact_lines(h.memory) or [])) for h in self._hits(query)]
 
@@ -372,8 +372,8 @@ class GraphmemMemory(NoMemory):
         self.episode_id, self.open_id = self.open_id, None
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
-        from graphmem.examples.envs.hints import scope_tag
-        from graphmem.examples.textworld_agent import FACTS_TAG, learn_subject_facts
+        from showcase.envs.hints import scope_tag
+        from showcase.textworld_agent import FACTS_TAG, learn_subject_facts
 
         if not facts:
             return
@@ -565,8 +565,8 @@ def play_stream(
 ) -> Run:
     """Play ``plan`` in order with ``condition``'s memory; every game is learned from (its
     facts, or the game itself as an experience: ``items``)."""
-    from graphmem.examples.envs.agents import make_explorer
-    from graphmem.examples.envs.hints import extract_facts
+    from showcase.envs.agents import make_explorer
+    from showcase.envs.hints import extract_facts
 
     memory = make_memory(condition, embedder, handover, items=items)
     run = Run(condition.name)
@@ -636,7 +636,7 @@ def play_stream(
 
 
 def open_envs(families: Sequence[str], budget: int) -> dict[str, Any]:
-    from graphmem.examples.envs.textworld import TextWorldEnv
+    from showcase.envs.textworld import TextWorldEnv
 
     return {f: TextWorldEnv(f, step_budget=budget) for f in families}
 

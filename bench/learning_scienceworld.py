@@ -6,7 +6,7 @@ budget), the gold trajectories of ``--train`` *train* variations (from position
 (proceduralized; the task description is the key). Then ``--test`` variations of ``--fold``
 (test or dev, from position ``--test-start``) are played twice:
 
-- ``none``: the replay-and-adapt agent (:class:`graphmem.examples.envs.scienceworld.ReplayAdapter`)
+- ``none``: the replay-and-adapt agent (:class:`showcase.envs.scienceworld.ReplayAdapter`)
   with no hints, i.e. its exploration only (it focuses on the task's own object and answers
   disambiguation prompts with the option that matches what it meant);
 - ``memory``: the same agent handed the procedures graphmem retrieves for the variation's task
@@ -89,13 +89,13 @@ GOLD_BUDGET = 500
 
 def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
     """``TASK :: a1; a2`` hints (what ReplayAdapter reads) from successful retrieved procedures."""
-    from graphmem.examples.envs.scienceworld import (
+    from graphmem.ops.build import procedure_chain
+    from showcase.envs.scienceworld import (
         answer_evidence,
         focused_names,
         names_a_kind,
         procedure_hint,
     )
-    from graphmem.ops.build import procedure_chain
 
     hints = []
     for hit in hits:
@@ -127,8 +127,8 @@ def run_task(
     task: str, mem: Any, args: argparse.Namespace, progress: Any
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Gold → memory for ``task``, then each condition on its test variations."""
-    from graphmem.examples.envs.runner import run_episode
-    from graphmem.examples.envs.scienceworld import ReplayAdapter, ScienceWorldEnv, gold_trajectory
+    from showcase.envs.runner import run_episode
+    from showcase.envs.scienceworld import ReplayAdapter, ScienceWorldEnv, gold_trajectory
 
     env = ScienceWorldEnv(task, step_budget=args.budget)
     episodes: list[dict[str, Any]] = []
@@ -294,7 +294,7 @@ def task_job(
 def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
+    from showcase.envs.scienceworld import ScienceWorldEnv
 
     if getattr(args, "heldout", False):
         from bench.protocol import SCIENCEWORLD_HELDOUT

@@ -14,10 +14,10 @@ agent is handed: at most ``--handover K`` procedures reach it per episode in eve
 but ``plain``. A procedure's key is its task description; what is handed over is its
 ``TASK :: a1; a2; ... [:: EVIDENCE]`` hint, the same text in every condition.
 
-The agent (:class:`graphmem.examples.envs.scienceworld.ReplayAdapter`) is the same in every
+The agent (:class:`showcase.envs.scienceworld.ReplayAdapter`) is the same in every
 condition. Its own choice rule: of the procedures it is handed (duplicates of one description
 dropped, the first handed kept), it replays the one whose task description is most similar to
-its task by token Jaccard (:func:`~graphmem.examples.envs.scienceworld.similarity`), the first
+its task by token Jaccard (:func:`~showcase.envs.scienceworld.similarity`), the first
 handed on a tie; all of them feed its room map, its stand-ins for a missing object, where it
 looks first, and the evidence for conditional answers. It never tries a second one: an
 episode is one attempt.
@@ -107,7 +107,7 @@ def mixed_plan(tasks: Sequence[str], per_task: int) -> list[tuple[str, int]]:
 
 def trajectory_hint(task: str, pairs: Sequence[tuple[str, str]]) -> str:
     """The ReplayAdapter hint of a run, as the per-type bench builds it from a procedure."""
-    from graphmem.examples.envs.scienceworld import (
+    from showcase.envs.scienceworld import (
         answer_evidence,
         focused_names,
         names_a_kind,
@@ -313,8 +313,8 @@ def play_episode(
 ) -> dict[str, Any]:
     """One episode (``obs``: the reset's observation) of the ReplayAdapter handed ``items``:
     outcome, trajectory, the procedure it replayed."""
-    from graphmem.examples.envs.scienceworld import ReplayAdapter
     from graphmem.models import Trajectory, TrajectoryStep
+    from showcase.envs.scienceworld import ReplayAdapter
 
     t0 = time.perf_counter()
     agent = ReplayAdapter()
@@ -408,7 +408,7 @@ def play_stream(
 def open_envs(tasks: Sequence[str], budget: int) -> dict[str, Any]:
     """One ScienceWorldEnv per task type, all on one JVM (the simulator loads a task per
     reset); close with :func:`close_envs`."""
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
+    from showcase.envs.scienceworld import ScienceWorldEnv
 
     envs: dict[str, Any] = {}
     server = None
@@ -468,7 +468,7 @@ def _play_one(
 
 def prepare(args: argparse.Namespace) -> dict[str, Any]:
     """Task types that fit, the stream's plan and the gold trajectories (played once)."""
-    from graphmem.examples.envs.scienceworld import gold_trajectory
+    from showcase.envs.scienceworld import gold_trajectory
 
     envs = open_envs(["use-thermometer"], args.budget)
     try:

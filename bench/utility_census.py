@@ -62,7 +62,7 @@ def play(
     env: Any, family: str, seed: int, fold: str, plan: Any | None
 ) -> tuple[bool, list[tuple[str, str]], str]:
     """One game with at most one experience offered; (success, steps, key)."""
-    from graphmem.examples.envs.agents import make_explorer
+    from showcase.envs.agents import make_explorer
 
     obs = env.reset(seed, fold=fold)
     key = experience_key(obs.task, obs.text)

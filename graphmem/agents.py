@@ -3,15 +3,16 @@
 The agent flow (:func:`graphmem.flows.build_agent_graph`) runs a :class:`Policy` in a
 :class:`GameEnv`, one task at a time: it retrieves memories for the task, hands them to the policy
 as hints, steps the environment with the policy's :class:`Decision`\\ s, and learns from the
-episode. Optional capabilities, checked with ``isinstance``:
+episode. The task is the first observation's ``task`` unless the environment says otherwise
+(:class:`TaskEnv`). Optional capabilities, checked with ``isinstance``:
 
 - :class:`RecallingPolicy` asks memory questions during the episode, not only at its start;
 - :class:`UsingPolicy` reports which hints it acted on, so only those memories are credited;
 - :class:`ProcedurePolicy` is handed retrieved procedures as :class:`Plan`\\ s and names the ones
   it followed.
 
-The text-game explorers and the chat-model policy of :mod:`graphmem.examples` implement these;
-nothing here knows a particular game.
+The checkout's showcase (its text-game environments, explorers and chat-model policy) implements
+these; nothing here knows a particular game.
 """
 
 from __future__ import annotations
@@ -33,8 +34,10 @@ __all__ = [
     "ProcedurePolicy",
     "RecallingPolicy",
     "StepResult",
+    "TaskEnv",
     "UsingPolicy",
     "plans_from_hits",
+    "task_of",
 ]
 
 
@@ -82,6 +85,30 @@ class GameEnv(Protocol):
     def gold_path(self) -> list[str]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TaskEnv(Protocol):
+    """An environment that says what task its first observation poses.
+
+    The agent flow retrieves, learns and files the episode under this text. Without it the task is
+    the observation's ``task``; an environment whose tasks share one wording (every cooking game
+    says "cook a meal") can add what tells them apart, e.g. the first room's description.
+    """
+
+    def task_text(self, first: Observation) -> str: ...
+
+
+def task_of(env: object, first: Observation) -> str:
+    """The task ``first`` (the observation after reset) poses: ``env.task_text(first)`` for a
+    :class:`TaskEnv`, else ``first.task`` with its whitespace collapsed.
+
+    >>> task_of(object(), Observation(task=" Find  the key. ", text="A hall.", valid_actions=()))
+    'Find the key.'
+    """
+    if isinstance(env, TaskEnv):
+        return env.task_text(first)
+    return " ".join(first.task.split())
 
 
 # ---- the agent ----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """What every graphmem command line shares: argument errors and error messages in one line.
 
 The ``graphmem`` command (:mod:`graphmem.cli`) and the example runners
-(:mod:`graphmem.examples.textworld_agent`) both use it, so it sits below them.
+(:mod:`showcase.textworld_agent`) both use it, so it sits below them.
 """
 
 from __future__ import annotations

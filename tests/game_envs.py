@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 
-from graphmem.examples.envs.jvm import has_java17
+from showcase.envs.jvm import has_java17
 
 
 def importable(*modules: str) -> bool:

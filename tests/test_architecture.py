@@ -3,8 +3,9 @@
 Every module of ``graphmem`` belongs to one layer; a module may import its own layer and those
 below, never one above — type-only and function-local imports count too, since a name used only
 in an annotation is still a dependency. ``graphmem`` imports none of the checkout's top-level
-folders (``flows``, ``bench``, ``tests``: the installed wheel has only ``graphmem``). And no two
-modules of ``graphmem/``, ``flows/`` and ``bench/`` import each other, directly or round a circle.
+folders (``showcase``, ``flows``, ``bench``, ``tests``: the installed wheel has only ``graphmem``).
+And no two modules of ``graphmem/``, ``showcase/``, ``flows/`` and ``bench/`` import each other,
+directly or round a circle.
 A new module must be given a layer here, which is the point: where it sits is decided, not
 drifted into.
 """
@@ -19,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "graphmem"
-CHECKED = ("graphmem", "flows", "bench")
+CHECKED = ("graphmem", "showcase", "flows", "bench")
 """The folders whose modules the import checks read."""
 
 TOP_LEVEL = frozenset(
@@ -57,7 +58,6 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("flows", ("graphmem.flows",)),
-    ("examples", ("graphmem.examples",)),
     ("command line", ("graphmem.cli", "graphmem.__main__")),
     ("public API", ("graphmem",)),
 ]
@@ -72,7 +72,7 @@ def module_name(path: Path) -> str:
 MODULES: dict[str, Path] = {
     module_name(p): p for folder in CHECKED for p in sorted((ROOT / folder).rglob("*.py"))
 }
-"""Every module of graphmem/, flows/ and bench/."""
+"""Every module of graphmem/, showcase/, flows/ and bench/."""
 
 PACKAGE_MODULES = sorted(m for m in MODULES if m == "graphmem" or m.startswith("graphmem."))
 
@@ -155,6 +155,21 @@ def test_the_package_imports_no_top_level_folder() -> None:
     assert not outside, "\n".join(outside)
 
 
+def test_the_library_imports_nothing_from_the_showcase() -> None:
+    """The games, agents, demo and sample graph live in ``showcase/`` (not in the wheel): no
+    module of ``graphmem``, however deep or lazily, imports it, and no ``graphmem.examples`` is
+    left to import."""
+    assert "showcase" in TOP_LEVEL and (ROOT / "showcase" / "demo.py").is_file()
+    found = [
+        f"{module}:{line} imports {name}"
+        for module in PACKAGE_MODULES
+        for name, line in imported_names(MODULES[module].read_text(encoding="utf-8"), module)
+        if name.split(".")[0] == "showcase" or name.startswith("graphmem.examples")
+    ]
+    assert not found, "\n".join(found)
+    assert not (PACKAGE / "examples").exists() and not (PACKAGE / "viz" / "sample.py").exists()
+
+
 def test_no_import_circles() -> None:
     graph = {
         m: {t for t, _ in imports_of(m) if t != m and not _is_own_package(m, t)} for m in MODULES
@@ -214,8 +229,10 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_checks_catch_what_they_claim() -> None:
     """The detectors themselves: an upward edge, a top-level import and a circle are reported."""
-    assert {"flows", "bench", "tests"} <= TOP_LEVEL
-    assert {"graphmem.flows.server", "bench.learning", "flows.server"} <= set(MODULES)
+    assert {"showcase", "flows", "bench", "tests"} <= TOP_LEVEL
+    assert {"graphmem.flows.server", "bench.learning", "flows.server", "showcase.demo"} <= set(
+        MODULES
+    )
     source = "def f():\n    from flows.server import agent\n    from . import state\n"
     assert list(imported_names(source, "graphmem.flows.agent")) == [
         ("flows.server.agent", 2),
@@ -231,7 +248,15 @@ def test_the_checks_catch_what_they_claim() -> None:
 
 
 @pytest.mark.parametrize(
-    "old", ["graphmem.build", "graphmem.envs.agents", "graphmem.tools", "graphmem.langgraph_store"]
+    "old",
+    [
+        "graphmem.build",
+        "graphmem.envs.agents",
+        "graphmem.tools",
+        "graphmem.langgraph_store",
+        "graphmem.examples",
+        "graphmem.viz.sample",
+    ],
 )
 def test_pre_release_module_paths_are_gone(old: str) -> None:
     """0.1.0 was never released: the layered layout's paths are the only ones (no alias
@@ -246,8 +271,8 @@ def test_the_game_step_is_an_example_not_a_memory_operation() -> None:
     """Choosing a text-game action is what the --llm example agent does with a chat model; the
     library's LLM layer holds memory operations only (issue 29)."""
     import graphmem.llm as llm
-    from graphmem.examples import llm_actions
     from graphmem.llm.client import MemoryLLM
+    from showcase import llm_actions
 
     assert not hasattr(MemoryLLM, "choose_action")
     assert "match_action" not in llm.__all__ and "ActionChoice" not in llm.__all__

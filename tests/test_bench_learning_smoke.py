@@ -7,6 +7,7 @@ and ``python -m bench.learning_scienceworld``. The text-game ones need Java 17 (
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,9 @@ from typing import Any
 import game_envs
 import pytest
 
-from graphmem.cli import bench as cli_bench
-
-learning = cli_bench.load("bench.learning")
-lookalike = cli_bench.load("bench.learning_lookalike")
-scienceworld = cli_bench.load("bench.learning_scienceworld")
+learning = importlib.import_module("bench.learning")
+lookalike = importlib.import_module("bench.learning_lookalike")
+scienceworld = importlib.import_module("bench.learning_scienceworld")
 
 requires_java = game_envs.requires_java(
     "scienceworld", "textworld_express", reason="needs Java 17 and the envs extra"
@@ -50,12 +49,6 @@ def test_final_placements_drop_puts_that_were_undone() -> None:
         "mug belongs in cupboard",
         "pen belongs in desk",
     ]
-
-
-def test_cli_lists_the_learning_benchmarks() -> None:
-    assert cli_bench.BENCHMARKS["learning"][0] == "bench.learning"
-    assert cli_bench.BENCHMARKS["learning-sw"][0] == "bench.learning_scienceworld"
-    assert cli_bench.BENCHMARKS["learning-lookalike"][0] == "bench.learning_lookalike"
 
 
 # ---- look-alike stream (no Java) --------------------------------------------------------------
@@ -168,8 +161,8 @@ def test_textworld_llm_policy_calls_are_counted(tmp_path: Path) -> None:
     from langchain_core.messages import AIMessage
 
     from graphmem.embedding import HashingEmbedder
-    from graphmem.examples.envs.textworld import TextWorldEnv
-    from graphmem.examples.textworld_agent import ChatPolicy
+    from showcase.envs.textworld import TextWorldEnv
+    from showcase.textworld_agent import ChatPolicy
 
     def policy() -> ChatPolicy:
         replies = iter([AIMessage("look around")] * 100)

@@ -27,7 +27,7 @@ from graphmem.models import MEMORY_CLASSES, EdgeKind, MemoryKind
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.cypher import Q_LABEL
 from graphmem.testing import unique_namespace
-from graphmem.viz.sample import SampleIds, load_sample
+from showcase.sample import SampleIds, load_sample
 
 BROWSER_DIR = Path(__file__).resolve().parents[1] / "schemas" / "browser"
 QUERIES = BROWSER_DIR / "saved_queries.cypher"

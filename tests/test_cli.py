@@ -15,11 +15,13 @@ from graphmem.models import Note
 from graphmem.stores.embedded import EmbeddedStore
 
 
-def cli(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def cli(
+    tmp_path: Path, *args: str, stdin: str | None = None, module: str = "graphmem"
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
     env["GRAPHMEM_STORE"] = str(tmp_path / "store")
     return subprocess.run(
-        [sys.executable, "-m", "graphmem", *args],
+        [sys.executable, "-m", module, *args],
         env=env,
         input=stdin,
         capture_output=True,
@@ -138,8 +140,8 @@ def test_a_bad_neo4j_uri_is_one_line_that_says_what_to_fix_and_hides_the_passwor
 def test_demo_refuses_bad_arguments_before_clearing_its_namespace(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``graphmem demo --game cookingwrld`` used to clear the ``demo`` namespace, then fail."""
-    from graphmem import cli as graphmem_cli
+    """``demo --game cookingwrld`` used to clear the ``demo`` namespace, then fail."""
+    from showcase import demo
 
     store = EmbeddedStore.open(tmp_path / "store")
     try:
@@ -147,8 +149,10 @@ def test_demo_refuses_bad_arguments_before_clearing_its_namespace(
     finally:
         store.close()
     before = cli(tmp_path, "export", "-").stdout
-    line = one_error_line(cli(tmp_path, "demo", "--game", "cookingwrld"))  # the real command
-    assert "--game" in line and "graphmem demo --help" in line, line
+    line = one_error_line(
+        cli(tmp_path, "--game", "cookingwrld", module="showcase.demo"), prefix="demo"
+    )  # the real command
+    assert "--game" in line and "python -m showcase.demo --help" in line, line
     monkeypatch.setenv("GRAPHMEM_STORE", str(tmp_path / "store"))
     for args in (
         ("--episodes", "2"),
@@ -157,17 +161,17 @@ def test_demo_refuses_bad_arguments_before_clearing_its_namespace(
         ("--namespace", "bad namespace!"),
     ):
         with pytest.raises(SystemExit) as exited:
-            graphmem_cli.main(["demo", *args])
+            demo.main(list(args))
         err = capsys.readouterr().err
         assert exited.value.code == 2 and err.count("\n") == 1, err
-        assert err.startswith(f"graphmem: error: argument {args[0]}"), err
+        assert err.startswith(f"demo: error: argument {args[0]}"), err
     assert cli(tmp_path, "export", "-").stdout == before
 
 
 def test_demo_api_validates_before_it_opens_the_store(tmp_path: Path) -> None:
     from graphmem.errors import ConfigError, InvalidNamespace
-    from graphmem.examples.demo import run_demo
     from graphmem.settings import Settings
+    from showcase.demo import run_demo
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")
     bad: list[dict[str, Any]] = [
@@ -208,7 +212,7 @@ def test_export_into_a_closed_pipe_stops_quietly(tmp_path: Path) -> None:
 def test_textworld_agent_refuses_bad_arguments_in_one_line_without_starting_java(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from graphmem.examples.textworld_agent import main
+    from showcase.textworld_agent import main
 
     for name in [k for k in os.environ if k.startswith(("GRAPHMEM_", "OPENAI_"))]:
         monkeypatch.delenv(name)
@@ -231,7 +235,7 @@ def test_textworld_agent_refuses_bad_arguments_in_one_line_without_starting_java
     assert err.count("\n") == 1
     # The real command line, end to end.
     result = subprocess.run(
-        [sys.executable, "-m", "graphmem.examples.textworld_agent", "--seeds", "abc"],
+        [sys.executable, "-m", "showcase.textworld_agent", "--seeds", "abc"],
         env=dict(os.environ),
         capture_output=True,
         text=True,

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.examples.envs.jvm import has_java17
 from graphmem.stores.embedded import EmbeddedStore
+from showcase.envs.jvm import has_java17
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_java = pytest.mark.skipif(not has_java17(), reason="plays text games: needs Java 17")
@@ -97,17 +97,17 @@ def test_neo4j_status_reports_the_instances_own_ports(tmp_path: Path, fake_insta
 
 
 def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
-    from graphmem.examples.demo import GAME_BUDGETS
-    from graphmem.examples.textworld_agent import DEFAULT_BUDGET
+    from showcase.demo import GAME_BUDGETS
+    from showcase.textworld_agent import DEFAULT_BUDGET
 
     assert {g: DEFAULT_BUDGET[g] for g in GAME_BUDGETS} == GAME_BUDGETS
-    demo = " ".join(run(tmp_path, "demo", "--help").stdout.split())
+    demo = " ".join(run(tmp_path, "--help", module="showcase.demo").stdout.split())
     assert "games in the stream, at least 5 (default 50)" in demo
     assert "steps per game (default: the game's own, twc 45, cookingworld 40, coin 40)" in demo
     assert "(default demo-out/)" in demo and "(default demo)" in demo
     viz = " ".join(run(tmp_path, "viz", "memory", "--help").stdout.split())
     assert "hops from the memory, 0-5 (default 1)" in viz
-    speed = run(tmp_path, "bench", "speed", "--help")
+    speed = run(tmp_path, "--help", module="bench.speed")
     assert speed.returncode == 0, speed.stderr
     text = " ".join(speed.stdout.split())
     whole = "two stores, side by side with baselines in the same process, on the same data and "
@@ -116,11 +116,11 @@ def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
     for option in ("--sizes", "--warmup", "--k1", "--k2", "--no-langgraph", "--seed", "--out"):
         line = next(x for x in speed.stdout.splitlines() if x.strip().startswith(option + " "))
         assert len(line.split()) > 2, f"{option} has no help: {line!r}"
-    agent = run(tmp_path, "--help", module="graphmem.examples.textworld_agent")
+    agent = run(tmp_path, "--help", module="showcase.textworld_agent")
     assert agent.returncode == 0, agent.stderr
     # The docstring keeps its layout: each example command on its own line.
     assert (
-        "\n    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29\n"
+        "\n    python -m showcase.textworld_agent --game cookingworld --seeds 0-29\n"
         in agent.stdout
     )
     assert "--in-memory" in agent.stdout and "(default cookingworld)" in agent.stdout
@@ -130,14 +130,14 @@ def test_help_shows_defaults_and_whole_sentences(tmp_path: Path) -> None:
 
 
 def test_a_zero_budget_is_an_error_everywhere(tmp_path: Path) -> None:
-    assert "--budget" in one_error_line(run(tmp_path, "demo", "--budget", "0"))
-    agent_module = "graphmem.examples.textworld_agent"
+    assert "--budget" in one_error_line(run(tmp_path, "--budget", "0", module="showcase.demo"))
+    agent_module = "showcase.textworld_agent"
     line = one_error_line(run(tmp_path, "--budget", "0", module=agent_module))
     assert "must be at least 1" in line
     from graphmem.embedding import HashingEmbedder
-    from graphmem.examples.envs.textworld import InvalidEnvInput
-    from graphmem.examples.textworld_agent import run_stream
     from graphmem.memory import GraphMemory
+    from showcase.envs.textworld import InvalidEnvInput
+    from showcase.textworld_agent import run_stream
 
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
     with pytest.raises(InvalidEnvInput, match="at least 1"):
@@ -176,7 +176,9 @@ def test_viz_refuses_a_file_name_of_another_format(tmp_path: Path) -> None:
 @needs_java
 def test_demo_closing_hint_follows_out(tmp_path: Path) -> None:
     pics = tmp_path / "pictures"
-    result = run(tmp_path, "demo", "--episodes", "5", "--out", str(pics), timeout=300)
+    result = run(
+        tmp_path, "--episodes", "5", "--out", str(pics), module="showcase.demo", timeout=300
+    )
     assert result.returncode == 0, result.stderr
     assert (pics / "chain.html").is_file()
     assert f"open {pics / 'chain.html'} in a browser" in result.stdout
@@ -189,7 +191,7 @@ def test_demo_closing_hint_follows_out(tmp_path: Path) -> None:
 def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Path) -> None:
     kept = run(
         tmp_path, "--game", "twc", "--seeds", "0-1", "--budget", "8",
-        module="graphmem.examples.textworld_agent", timeout=300,
+        module="showcase.textworld_agent", timeout=300,
     )  # fmt: skip
     assert kept.returncode == 0, kept.stderr
     assert "twc: solved" in kept.stdout
@@ -204,7 +206,7 @@ def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Pa
     ram.mkdir()
     quiet = run(
         ram, "--game", "twc", "--seeds", "0", "--budget", "5", "--in-memory", "--no-progress",
-        module="graphmem.examples.textworld_agent", timeout=300,
+        module="showcase.textworld_agent", timeout=300,
     )  # fmt: skip
     assert quiet.returncode == 0, quiet.stderr
     assert not (ram / "store").exists() and "1/1" not in quiet.stderr
@@ -214,8 +216,8 @@ def test_textworld_agent_uses_the_configured_store_unless_in_memory(tmp_path: Pa
 @needs_java
 def test_run_stream_reports_progress_after_each_game() -> None:
     from graphmem.embedding import HashingEmbedder
-    from graphmem.examples.textworld_agent import StreamResult, run_stream
     from graphmem.memory import GraphMemory
+    from showcase.textworld_agent import StreamResult, run_stream
 
     seen: list[tuple[int, int | None, int]] = []
 
@@ -239,9 +241,9 @@ def test_run_stream_reports_progress_after_each_game() -> None:
 @pytest.mark.skipif(not os.environ.get("GRAPHMEM_NEO4J_URI"), reason="needs GRAPHMEM_NEO4J_URI")
 def test_browser_url_is_the_servers_real_http_port() -> None:
     from graphmem.embedding import HashingEmbedder
-    from graphmem.examples.demo import browser_url
     from graphmem.memory import GraphMemory
     from graphmem.settings import Settings
+    from showcase.demo import browser_url
 
     settings = Settings.from_env()
     assert settings.neo4j_uri

@@ -1,4 +1,4 @@
-"""Credit by use through the public API, with a policy a user writes (no graphmem.examples):
+"""Credit by use through the public API, with a policy a user writes (no showcase):
 the Episode records every memory offered, the agent says what it used, and only that is
 credited. Runs on the embedded store, and on Neo4j when ``GRAPHMEM_NEO4J_URI`` is set."""
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from graphmem.examples.envs.jvm import has_java17
 from graphmem.models import Note, Procedure
 from graphmem.settings import Settings
 from graphmem.stores.embedded import EmbeddedStore
+from showcase.envs.jvm import has_java17
 
 pytestmark = [
     pytest.mark.java,
@@ -18,7 +18,7 @@ pytestmark = [
 
 
 def test_demo_learns_and_writes_its_pictures(tmp_path: Path) -> None:
-    from graphmem.examples.demo import run_demo
+    from showcase.demo import run_demo
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")
     base, learned = run_demo(settings, episodes=8, out=tmp_path / "out", namespace="demo-test")
@@ -36,7 +36,7 @@ def test_demo_learns_and_writes_its_pictures(tmp_path: Path) -> None:
 
 
 def test_demo_clears_its_namespace_unless_kept(tmp_path: Path) -> None:
-    from graphmem.examples.demo import run_demo
+    from showcase.demo import run_demo
 
     settings = Settings(store_path=tmp_path / "store", embedder="hashing")
     run_demo(settings, episodes=5, out=tmp_path / "out", namespace="demo-test")
@@ -59,7 +59,7 @@ def test_an_out_path_that_cannot_be_a_folder_is_a_one_line_error(tmp_path: Path)
     """``demo --out`` naming a file (``/etc/passwd``) or an impossible folder: a clear
     InvalidInput before anything is played or cleared, never a traceback."""
     from graphmem.errors import InvalidInput
-    from graphmem.examples.demo import run_demo
+    from showcase.demo import run_demo
 
     a_file = tmp_path / "taken"
     a_file.write_text("not a folder")
@@ -72,7 +72,7 @@ def test_an_out_path_that_cannot_be_a_folder_is_a_one_line_error(tmp_path: Path)
 
 
 def test_demo_out_etc_passwd_from_the_command_line_is_one_line(tmp_path: Path) -> None:
-    """Issue 30: ``graphmem demo --out /etc/passwd`` printed a traceback. Now one line on
+    """Issue 30: ``demo --out /etc/passwd`` printed a traceback. Now one line on
     stderr, exit 2, and no store is made."""
     import os
     import subprocess
@@ -81,7 +81,7 @@ def test_demo_out_etc_passwd_from_the_command_line_is_one_line(tmp_path: Path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
     env["GRAPHMEM_STORE"] = str(tmp_path / "store")
     result = subprocess.run(
-        [sys.executable, "-m", "graphmem", "demo", "--out", "/etc/passwd"],
+        [sys.executable, "-m", "showcase.demo", "--out", "/etc/passwd"],
         env=env,
         capture_output=True,
         text=True,
@@ -91,6 +91,6 @@ def test_demo_out_etc_passwd_from_the_command_line_is_one_line(tmp_path: Path) -
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert (
         result.stderr
-        == "graphmem: error: --out /etc/passwd is a file; give a folder for the pictures\n"
+        == "demo: error: --out /etc/passwd is a file; give a folder for the pictures\n"
     )
     assert "Traceback" not in result.stdout and not (tmp_path / "store").exists()

@@ -1,4 +1,4 @@
-"""Text-game environments and rule-based agents (graphmem.examples.envs).
+"""Text-game environments and rule-based agents (showcase.envs).
 
 Pure hint/fact helpers run everywhere; tests that start a JVM are marked ``java`` and skip
 when no Java 17 runtime (or the envs extra) is present.
@@ -11,19 +11,19 @@ from collections.abc import Iterator
 import game_envs
 import pytest
 
-from graphmem.examples.envs.agents import inventory_items, make_explorer
-from graphmem.examples.envs.hints import (
+from graphmem.models import Trajectory
+from showcase.envs.agents import inventory_items, make_explorer
+from showcase.envs.hints import (
     distill_actions,
     extract_facts,
     fact_subject,
     hints_from_procedures,
     parse_hints,
 )
-from graphmem.examples.envs.jvm import InvalidEnvInput
-from graphmem.examples.envs.runner import run_episode
-from graphmem.examples.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
-from graphmem.examples.envs.textworld import TextWorldEnv
-from graphmem.models import Trajectory
+from showcase.envs.jvm import InvalidEnvInput
+from showcase.envs.runner import run_episode
+from showcase.envs.scienceworld import ReplayAdapter, adapt_actions, substitutions
+from showcase.envs.textworld import TextWorldEnv
 
 requires_java = game_envs.requires_java(
     "scienceworld", "textworld_express", reason="needs Java 17 and the envs extra"
@@ -234,7 +234,7 @@ def test_twc_adapter_basics_and_gold_path(twc_env: TextWorldEnv) -> None:
 @pytest.mark.java
 @requires_java
 def test_step_budget_ends_the_episode() -> None:
-    from graphmem.examples.envs.jvm import EnvError
+    from showcase.envs.jvm import EnvError
 
     env = TextWorldEnv("twc", step_budget=2)
     try:
@@ -283,7 +283,7 @@ def test_cross_seed_facts_help_cookingworld() -> None:
 @pytest.mark.slow
 @requires_java
 def test_scienceworld_gold_trajectory_and_replay() -> None:
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory, procedure_hint
+    from showcase.envs.scienceworld import ScienceWorldEnv, gold_trajectory, procedure_hint
 
     with ScienceWorldEnv("use-thermometer", step_budget=30, list_valid_actions=False) as env:
         train = env.variations("train")

@@ -406,8 +406,8 @@ def _a_run(context: object) -> SimpleNamespace:
 
 
 def test_served_graph_factories_refuse_unknown_context_keys() -> None:
-    from graphmem.examples.served_agent import agent
     from graphmem.flows.server import refusing_unknown_context, retrieve
+    from showcase.served_agent import agent
 
     factory = refusing_unknown_context(retrieve)
     assert factory(NO_RUN) is retrieve and factory(_a_run(None)) is retrieve

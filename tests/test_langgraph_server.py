@@ -208,7 +208,7 @@ def test_no_blocking_call_reached_the_event_loop(server: Server) -> None:
 def test_agent_plays_a_game_over_http(server: Server) -> None:
     """The context names the environment and the policy; memory learned is kept in the store."""
     pytest.importorskip("textworld_express")
-    from graphmem.examples.envs import has_java17
+    from showcase.envs import has_java17
 
     if not has_java17():
         pytest.skip("Java 17 is not installed")

@@ -8,6 +8,7 @@ tests use the dev-fold tuning seeds only (bench/protocol.py).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
 from typing import Any
@@ -15,13 +16,12 @@ from typing import Any
 import game_envs
 import pytest
 
-from graphmem.cli import bench as cli_bench
-from graphmem.examples.envs.agents import COMMON_SENSE_DEVICES, CookingExplorer
+from showcase.envs.agents import COMMON_SENSE_DEVICES, CookingExplorer
 
-learning = cli_bench.load("bench.learning")
-mixed = cli_bench.load("bench.learning_mixed")
-paired = cli_bench.load("bench.paired")
-protocol = cli_bench.load("bench.protocol")
+learning = importlib.import_module("bench.learning")
+mixed = importlib.import_module("bench.learning_mixed")
+paired = importlib.import_module("bench.paired")
+protocol = importlib.import_module("bench.protocol")
 
 requires_java = game_envs.requires_java(
     "textworld_express", reason="needs Java 17 and textworld-express"

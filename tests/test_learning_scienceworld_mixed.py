@@ -8,16 +8,15 @@ dev-fold tuning variations only (bench/protocol.py).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
 
 import game_envs
 import pytest
 
-from graphmem.cli import bench as cli_bench
-
-sw = cli_bench.load("bench.learning_scienceworld")
-mixed = cli_bench.load("bench.learning_scienceworld_mixed")
+sw = importlib.import_module("bench.learning_scienceworld")
+mixed = importlib.import_module("bench.learning_scienceworld_mixed")
 
 requires_java = game_envs.requires_java("scienceworld", reason="needs Java 17 and the envs extra")
 
@@ -94,7 +93,7 @@ def test_mixed_smoke_pairs_episodes_and_keeps_the_handover(tmp_path: Path) -> No
 @requires_java
 def test_a_memory_over_the_budget_is_caught() -> None:
     from graphmem.embedding import HashingEmbedder
-    from graphmem.examples.envs.scienceworld import gold_trajectory
+    from showcase.envs.scienceworld import gold_trajectory
 
     envs = mixed.open_envs(["find-plant"], 3)
     try:

@@ -17,10 +17,10 @@ from openai_stub import OpenAIStub
 
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.agents import Observation, StepResult
-from graphmem.examples.envs.agents import ChatPolicy, Explorer
-from graphmem.examples.textworld_agent import run_stream
 from graphmem.llm import MemoryLLM
 from graphmem.stores.embedded import EmbeddedStore
+from showcase.envs.agents import ChatPolicy, Explorer
+from showcase.textworld_agent import run_stream
 
 SEEDS = [0, 1, 2]
 
@@ -194,7 +194,7 @@ def test_the_llm_cli_survives_a_dead_server_and_prints_usage(
     stub: OpenAIStub, tmp_path: Path
 ) -> None:
     pytest.importorskip("textworld_express")
-    from graphmem.examples.envs import has_java17
+    from showcase.envs import has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")
@@ -206,7 +206,7 @@ def test_the_llm_cli_survives_a_dead_server_and_prints_usage(
         "GRAPHMEM_LLM_MODEL": "stub-model",
         "GRAPHMEM_EMBEDDER": "hashing",
     }
-    cmd = [sys.executable, "-m", "graphmem.examples.textworld_agent", "--game", "cookingworld"]
+    cmd = [sys.executable, "-m", "showcase.textworld_agent", "--game", "cookingworld"]
     cmd += ["--seeds", "0-1", "--budget", "5", "--llm", "--in-memory", "--no-progress"]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]

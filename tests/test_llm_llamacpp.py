@@ -34,12 +34,12 @@ from typing import Any
 import pytest
 
 from graphmem import GraphMemory, HashingEmbedder
-from graphmem.examples.llm_actions import llm_choose_action
 from graphmem.llm import MemoryLLM, Neighbour, ops
 from graphmem.llm import checks as content
 from graphmem.llm.schemas import NoteFields
 from graphmem.models import TrajectoryStep
 from graphmem.stores.embedded import EmbeddedStore
+from showcase.llm_actions import llm_choose_action
 
 pytestmark = pytest.mark.slow
 MODEL = "smollm2"

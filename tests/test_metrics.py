@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from graphmem.examples.metrics import EpisodeRecord, blocks, summarise
+from showcase.metrics import EpisodeRecord, blocks, summarise
 
 
 def rec(task: str, epoch: int, success: bool, steps: int = 10) -> EpisodeRecord:

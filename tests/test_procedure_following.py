@@ -1,7 +1,7 @@
 """Agents act on procedures: a retrieved procedure's steps are adapted to a new game and
 followed, and the reward credits exactly the procedures followed (issue 15).
 
-The follower (:mod:`graphmem.examples.envs.procedures`) is tested on its own, then through the agent
+The follower (:mod:`showcase.envs.procedures`) is tested on its own, then through the agent
 flow on a small cooking game whose ingredient changes with the seed, so a remembered procedure
 only helps once its objects are substituted.
 """
@@ -9,6 +9,7 @@ only helps once its objects are substituted.
 from __future__ import annotations
 
 import argparse
+import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,15 +17,15 @@ import pytest
 
 from graphmem.agents import Decision, Observation, Plan, ProcedurePolicy, StepResult
 from graphmem.embedding import HashingEmbedder
-from graphmem.examples.envs.agents import CookingExplorer, Explorer, TwcExplorer
-from graphmem.examples.envs.procedures import ProcedureFollower, plan_facts
-from graphmem.examples.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
 from graphmem.flows.agent import build_agent_graph, run_task
 from graphmem.flows.state import AgentContext
 from graphmem.memory import GraphMemory
 from graphmem.models import MemoryKind, Procedure
 from graphmem.ops.episodes import retrieved_ids
 from graphmem.stores.base import MemoryStore
+from showcase.envs.agents import CookingExplorer, Explorer, TwcExplorer
+from showcase.envs.procedures import ProcedureFollower, plan_facts
+from showcase.textworld_agent import PROCEDURE_RETRIEVAL, TEXTWORLD_RETRIEVAL
 
 # ---- the follower alone ----------------------------------------------------------------------
 
@@ -394,12 +395,11 @@ def test_without_procedures_in_the_context_none_are_offered(
 @pytest.mark.java
 def test_bench_memory_ablation_plays_none_beside_each_kind(tmp_path: Path) -> None:
     pytest.importorskip("textworld_express")
-    from graphmem.cli import bench as cli_bench
-    from graphmem.examples.envs.jvm import has_java17
+    from showcase.envs.jvm import has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")
-    learning = cli_bench.load("bench.learning")
+    learning = importlib.import_module("bench.learning")
     parser = argparse.ArgumentParser()
     learning.add_arguments(parser)
     args = parser.parse_args(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import game_envs
 import pytest
 
-from graphmem.examples.envs.runner import run_episode
-from graphmem.examples.envs.scienceworld import (
+from showcase.envs.runner import run_episode
+from showcase.envs.scienceworld import (
     ReplayAdapter,
     answer_evidence,
     choose_option,
@@ -382,7 +382,7 @@ def test_after_a_skipped_focus_the_later_ordered_focuses_are_not_replayed() -> N
 @pytest.mark.slow
 @requires_java
 def test_boil_baseline_reaches_the_substance_in_the_simulator() -> None:
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv
+    from showcase.envs.scienceworld import ScienceWorldEnv
 
     with ScienceWorldEnv("boil", step_budget=12) as env:
         result = run_episode(env, ReplayAdapter(), env.variations("test")[0], [])
@@ -395,7 +395,7 @@ def test_boil_baseline_reaches_the_substance_in_the_simulator() -> None:
 @pytest.mark.slow
 @requires_java
 def test_conductivity_replay_answers_for_the_test_substance() -> None:
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory
+    from showcase.envs.scienceworld import ScienceWorldEnv, gold_trajectory
 
     with ScienceWorldEnv("test-conductivity", step_budget=500, list_valid_actions=False) as env:
         hints = []
@@ -483,7 +483,7 @@ def test_find_animal_replay_stands_in_an_animal_of_the_test_variation() -> None:
     egg, a turtle egg and a baby wolf, and its box is in another room. The replay walks to
     where the remembered runs found their animal, focuses on one of the same kind, carries it
     (it hatches on the way) and solves the task."""
-    from graphmem.examples.envs.scienceworld import ScienceWorldEnv, gold_trajectory
+    from showcase.envs.scienceworld import ScienceWorldEnv, gold_trajectory
 
     with ScienceWorldEnv("find-animal", step_budget=60, list_valid_actions=False) as env:
         hints = []

@@ -10,16 +10,16 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
 from graphmem.embedding import HashingEmbedder
-from graphmem.examples.textworld_agent import (
+from graphmem.memory import GraphMemory
+from graphmem.models import MemoryKind, Note
+from graphmem.stores.embedded import EmbeddedStore
+from showcase.textworld_agent import (
     ChatPolicy,
     choose_action,
     fact_lines,
     learn_facts_by_subject,
     run_stream,
 )
-from graphmem.memory import GraphMemory
-from graphmem.models import MemoryKind, Note
-from graphmem.stores.embedded import EmbeddedStore
 
 GAME = "twc"
 SEEDS = range(30)
@@ -29,7 +29,7 @@ MARGIN = 0.2
 
 def _java_or_skip() -> Any:
     pytest.importorskip("textworld_express")
-    from graphmem.examples.envs import TextWorldEnv, has_java17
+    from showcase.envs import TextWorldEnv, has_java17
 
     if not has_java17():
         pytest.skip("needs a Java 17 runtime")

@@ -10,14 +10,14 @@ import pytest
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.agents import Decision, Observation, StepResult, UsingPolicy
 from graphmem.config import ObsolescenceConfig, RetrievalConfig
-from graphmem.examples.envs.agents import CookingExplorer
-from graphmem.examples.envs.hints import fact_scope, note_scope, scope_tag
-from graphmem.examples.textworld_agent import learn_facts_by_subject
 from graphmem.flows.agent import build_agent_graph, run_task
 from graphmem.flows.state import AgentContext, AgentState
 from graphmem.models import EdgeKind, MemoryKind, Note
 from graphmem.ops.obsolescence import demote, note_subject
 from graphmem.stores.embedded import EmbeddedStore
+from showcase.envs.agents import CookingExplorer
+from showcase.envs.hints import fact_scope, note_scope, scope_tag
+from showcase.textworld_agent import learn_facts_by_subject
 
 NS = "truth"
 ONCE = ObsolescenceConfig(min_uses=1)

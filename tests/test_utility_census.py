@@ -3,6 +3,7 @@ reliability measure on made-up outcomes, and a small run on the real games (Java
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from pathlib import Path
@@ -11,9 +12,7 @@ from typing import Any
 import game_envs
 import pytest
 
-from graphmem.cli import bench as cli_bench
-
-census = cli_bench.load("bench.utility_census")
+census = importlib.import_module("bench.utility_census")
 
 requires_java = game_envs.requires_java(
     "textworld_express", reason="needs Java 17 and textworld-express"

@@ -5,15 +5,14 @@ phase B, that every policy plays the same games, and the command on a made-up ta
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from graphmem.cli import bench as cli_bench
-
-replay = cli_bench.load("bench.utility_replay")
+replay = importlib.import_module("bench.utility_replay")
 
 
 def _table(probes: list[dict[str, Any]], wins: list[bool], fold: str = "dev") -> dict[str, Any]:

@@ -10,11 +10,11 @@ import pytest
 
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.errors import InvalidInput
-from graphmem.examples.textworld_agent import fact_lines, learn_facts_by_subject
 from graphmem.llm import fallbacks
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task, TrajectoryStep
 from graphmem.ops.build import revise_note
 from graphmem.stores.base import MemoryStore
+from showcase.textworld_agent import fact_lines, learn_facts_by_subject
 
 MUG = "Put a clean mug in the coffee machine"
 GOOD_MUG = ["go to cabinet 1", "take mug 1", "clean mug 1 with sink", "put mug 1 in coffee machine"]

@@ -1,6 +1,6 @@
 """Pictures of the memory graph: what each view collects, and what each renderer writes.
 
-Data is written straight into the store from the models (``graphmem.viz.sample``), so these
+Data is written straight into the store from the models (``showcase.sample``), so these
 tests depend on no build / retrieve code. They run on every store of the ``store`` fixture.
 """
 
@@ -28,7 +28,7 @@ from graphmem.testing import HOSTILE_TEXTS
 from graphmem.viz.compare import aligned, short_step
 from graphmem.viz.graph import q_colour
 from graphmem.viz.layout import layout, node_box, steps_per_row
-from graphmem.viz.sample import SampleIds, load_sample
+from showcase.sample import SampleIds, load_sample
 
 WEB_HOSTILE = (
     "</script><script>window.pwned=1</script>",
@@ -593,7 +593,7 @@ def test_episode_ranks_follow_score_across_in_task_recalls(
 @pytest.mark.parametrize("games", [5, 30, 300])
 def test_learning_curve_is_a_rolling_mean_at_any_length(games: int, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from graphmem.examples.demo import _plot, curve_window, rolling_rate
+    from showcase.demo import _plot, curve_window, rolling_rate
 
     assert rolling_rate([True, False, True, True], 2) == [1.0, 0.5, 0.5, 1.0]
     assert 3 <= curve_window(games) <= 50

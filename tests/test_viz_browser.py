@@ -25,7 +25,7 @@ from graphmem.settings import Settings
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.testing import unique_namespace
-from graphmem.viz.sample import load_sample
+from showcase.sample import load_sample
 
 pytestmark = pytest.mark.browser
 
@@ -216,9 +216,9 @@ def test_a_long_chain_opens_readable_on_its_first_steps(tmp_path: Path) -> None:
 def test_the_demo_chain_page_is_legible(tmp_path: Path) -> None:
     """The demo's own chain.html, opened as a reader would: a screenshot, and the captions
     readable in the first view hold the text of the chain's first steps."""
-    from graphmem.examples.demo import run_demo
-    from graphmem.examples.envs.jvm import has_java17
     from graphmem.settings import Settings
+    from showcase.demo import run_demo
+    from showcase.envs.jvm import has_java17
 
     if not has_java17():
         pytest.skip("the demo plays text games: needs Java 17")
@@ -290,8 +290,8 @@ def test_mermaid_output_parses_in_mermaid(tmp_path: Path, sample_store: Embedded
 
 def play_cooking_demo(out: Path, settings: Settings, namespace: str) -> Path:
     """The demo played on cookingworld (every game's task text reads the same): its pictures."""
-    from graphmem.examples.demo import run_demo
-    from graphmem.examples.envs.jvm import has_java17
+    from showcase.demo import run_demo
+    from showcase.envs.jvm import has_java17
 
     if CHROMIUM is None:
         pytest.skip("no headless Chromium installed")

@@ -2,7 +2,7 @@
 
 ``graphmem history NAMESPACE MEMORY_ID`` prints one memory's history (any version's id shows
 the whole lineage); ``graphmem history NAMESPACE`` lists the namespace's longest version chains
-(EVOLVED_FROM) and prints the history of the longest, so a fresh ``graphmem demo`` can be
+(EVOLVED_FROM) and prints the history of the longest, so a fresh demo (``./run demo``) can be
 explored without knowing an id.
 """
 

@@ -24,13 +24,9 @@ def _command_groups() -> list[Register]:
     from graphmem.cli.neo4j import register as neo4j_commands
     from graphmem.cli.store import register as store_commands
     from graphmem.cli.viz import register as viz_commands
-    from graphmem.examples.demo import register as demo_command
 
-    groups: list[Register] = [demo_command, store_commands, neo4j_commands]
+    groups: list[Register] = [store_commands, neo4j_commands]
     groups.append(viz_commands)
-    from graphmem.cli.bench import register as bench_commands
-
-    groups.append(bench_commands)
     from graphmem.cli.store_check import register as store_check_commands
 
     groups.append(store_check_commands)

@@ -42,7 +42,13 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphmem.agents import ProcedurePolicy, RecallingPolicy, UsingPolicy, plans_from_hits
+from graphmem.agents import (
+    ProcedurePolicy,
+    RecallingPolicy,
+    UsingPolicy,
+    plans_from_hits,
+    task_of,
+)
 from graphmem.errors import ConfigError, LLMError
 from graphmem.flows.evolve import build_evolve_graph
 from graphmem.flows.retrieve import build_retrieve_graph
@@ -101,11 +107,8 @@ def build_agent_graph(
         ctx = _agent_context(runtime)
         assert ctx.env is not None
         obs = ctx.env.reset(state["seed"], ctx.fold)
-        # The task and the whole first observation: games of one kind share their task text
-        # (every cooking game says "cook a meal"), and what the first room holds tells them
-        # apart, so a procedure replayed on "the same task" is one from the same game.
-        first = " ".join(obs.text.split())[:2000]
-        task = " ".join(p for p in (ctx.task_prefix, obs.task.strip(), first) if p)
+        # The environment says what task its first observation poses (graphmem.agents.TaskEnv).
+        task = " ".join(p for p in (ctx.task_prefix, task_of(ctx.env, obs)) if p)
         return {
             "task": task or "text game",
             "query": task or "text game",

@@ -2,9 +2,9 @@
 
 Over HTTP the run context arrives as JSON, so it cannot carry a :class:`GraphMemory`, an
 environment or a policy. Each served graph therefore takes a JSON context
-(:class:`~graphmem.flows.state.ServedContext`; the served agent of
-:mod:`graphmem.examples.served_agent` takes :class:`~graphmem.flows.state.ServedAgentContext`),
-which Studio shows as a form, and runs its flow as a subgraph over the server's memory: the one the
+(:class:`~graphmem.flows.state.ServedContext`, which a served agent's context extends: the
+checkout's ``showcase.served_agent`` names its game and policy in one), which Studio shows as a
+form, and runs its flow as a subgraph over the server's memory: the one the
 environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``, ``GRAPHMEM_EMBEDDER``,
 ``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`), e.g. ``{"namespace": "agent-1"}``.
 ``langgraph.json`` names each through :func:`refusing_unknown_context`, a graph factory that

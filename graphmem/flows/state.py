@@ -7,9 +7,10 @@ Every flow takes its dependencies from LangGraph's run context (``context_schema
 
 ``memory`` may instead be bound when the graph is built (``build_retrieve_graph(memory=mem)``).
 Over HTTP (``langgraph dev``, LangGraph Server) the context arrives as JSON, so the served graphs of
-:mod:`graphmem.flows.server` take :class:`ServedContext` / :class:`ServedAgentContext` instead:
-plain values that Studio shows as a form, and that name the environment and policy rather than hold
-them. States hold plain JSON values only, so any checkpointer can persist them.
+:mod:`graphmem.flows.server` take :class:`ServedContext` instead: plain values that Studio shows
+as a form (a served agent's context, e.g. ``showcase.served_agent``'s, extends it to name its
+environment and policy rather than hold them). States hold plain JSON values only, so any
+checkpointer can persist them.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Required, cast, get_args
+from typing import TYPE_CHECKING, Any, Required, cast, get_args
 
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -90,12 +91,6 @@ class AgentContext(MemoryContext):
 DEFAULT_NAMESPACE = "default"
 """The namespace of a served run whose context names none."""
 
-TextWorldGame = Literal[
-    "twc", "cookingworld", "coin", "mapreader", "arithmetic", "sorting", "simonsays", "peckingorder"
-]
-"""The TextWorldExpress games a served agent can play
-(``graphmem.examples.textworld_agent.TWX_GAMES``)."""
-
 
 class ServedContext(GraphmemModel):
     """The run context of a memory flow served over HTTP: JSON only, so Studio shows it as a form.
@@ -158,27 +153,6 @@ class ServedContext(GraphmemModel):
             return self.retrieval
         base = self.retrieval if self.retrieval is not None else memory.config.retrieval
         return base.model_copy(update={"kinds": DEFAULT_KINDS})
-
-
-class ServedAgentContext(ServedContext):
-    """The run context of the agent served over HTTP: names the environment and the policy.
-
-    E.g. ``{"namespace": "agent-1", "env": "textworld", "game": "twc", "policy": "explorer"}``;
-    the server builds them for the run and closes the environment after it. ``policy: "llm"``
-    uses the chat model of ``GRAPHMEM_LLM_*`` (see :mod:`graphmem.settings`).
-    """
-
-    env: Literal["textworld"] = Field(default="textworld", description="The environment.")
-    game: TextWorldGame = Field(default="twc", description="The TextWorldExpress game.")
-    policy: Literal["explorer", "llm"] = Field(
-        default="explorer",
-        description="explorer: offline rule-based; llm: the GRAPHMEM_LLM_* chat model.",
-    )
-    step_budget: int | None = Field(
-        default=None, ge=1, le=1000, description="Actions per task; the game's default if unset."
-    )
-    fold: Literal["train", "dev", "test"] = Field(default="test", description="Game split.")
-    use_memory: bool = Field(default=True, description="False: the no-memory baseline.")
 
 
 def _unknown_keys(model: type[BaseModel], data: object, prefix: str) -> list[tuple[str, list[str]]]:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from graphmem.agents import Plan
-from graphmem.examples.envs.hints import extract_facts, fact_scope
+from showcase.envs.hints import extract_facts, fact_scope
 
 if TYPE_CHECKING:
     pass

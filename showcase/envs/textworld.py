@@ -15,7 +15,8 @@ from types import TracebackType
 from typing import Any
 
 from graphmem.agents import Observation, StepResult
-from graphmem.examples.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
+from showcase.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
+from showcase.envs.tasks import task_with_first_observation
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ TWX_GAMES = (
 """Every game TextWorldExpress generates; another name is refused before the JVM starts."""
 
 EXPLORED_GAMES = ("twc", "cookingworld")
-"""Games with a rule-based explorer that acts on memory (:mod:`graphmem.examples.envs.agents`). In
+"""Games with a rule-based explorer that acts on memory (:mod:`showcase.envs.agents`). In
 any other game the generic novelty explorer ignores hints, so memory is inert there."""
 
 DEFAULT_PARAMS: dict[str, dict[str, int]] = {
@@ -148,6 +149,10 @@ class TextWorldEnv:
             self.close()
 
     # -- episodes ----------------------------------------------------------------------------
+
+    def task_text(self, first: Observation) -> str:
+        """The task and the first room (:class:`graphmem.agents.TaskEnv`)."""
+        return task_with_first_observation(first)
 
     def reset(self, seed: int, fold: str = "test") -> Observation:
         """Start the game generated from ``seed`` in ``fold`` (train, dev or test)."""

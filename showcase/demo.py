@@ -1,10 +1,11 @@
 """The showcase: an agent works through a stream of text games with graphmem and gets better.
 
-``graphmem demo`` (or ``./run demo``) plays a stream of TextWorldExpress games twice with the
-same rule-based agent — once with no memory, once with graphmem — prints the learning curve of
-both, writes it as a PNG, and renders the procedural chain the agent relied on most as an
-interactive HTML page (plus Mermaid). With ``GRAPHMEM_NEO4J_URI`` set, memories go to Neo4j
-instead of the embedded store, ready to explore in Neo4j Browser.
+``./run demo`` (or ``python -m showcase.demo`` from the checkout's root) plays a stream of
+TextWorldExpress games twice with the same rule-based agent — once with no memory, once with
+graphmem — prints the learning curve of both, writes it as a PNG, and renders the procedural
+chain the agent relied on most as an interactive HTML page (plus Mermaid). With
+``GRAPHMEM_NEO4J_URI`` set, memories go to Neo4j instead of the embedded store, ready to explore
+in Neo4j Browser.
 """
 
 from __future__ import annotations
@@ -12,15 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from graphmem.errors import ConfigError, InvalidNamespace
-from graphmem.examples.metrics import EpisodeRecord, LearningSummary, blocks, summarise
+from graphmem.errors import ConfigError, GraphmemError, InvalidNamespace
 from graphmem.models import MemoryKind, Procedure, check_namespace
 from graphmem.settings import Settings, redact_uri
+from showcase.metrics import EpisodeRecord, LearningSummary, blocks, summarise
 
 if TYPE_CHECKING:
     from graphmem.memory import GraphMemory
@@ -38,13 +40,19 @@ DEMO_GAMES = ("twc", "cookingworld", "coin")
 """The TextWorldExpress games the demo's rule-based explorers are built for."""
 MIN_EPISODES = 5
 GAME_BUDGETS = {"cookingworld": 40, "twc": 45, "coin": 40}
-"""Steps per game when ``--budget`` is not given:
-``graphmem.examples.textworld_agent.DEFAULT_BUDGET``, spelled out here so that ``graphmem --help``
-need not import LangGraph (a test keeps them equal)."""
+"""Steps per game when ``--budget`` is not given: ``showcase.textworld_agent.DEFAULT_BUDGET``,
+spelled out here so that ``--help`` need not import LangGraph (a test keeps them equal)."""
 
 
-def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    demo = sub.add_parser("demo", help="watch an agent learn with graphmem (needs Java 17)")
+def parser() -> argparse.ArgumentParser:
+    """The demo's command line (``python -m showcase.demo --help``)."""
+    from graphmem.commandline import OneLineParser
+
+    demo = OneLineParser(
+        prog="python -m showcase.demo",
+        description="Watch an agent learn with graphmem (needs Java 17).",
+    )
+    demo.command = "demo"
     demo.add_argument(
         "--game",
         default="twc",
@@ -74,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="memory namespace (default demo)",
     )
     demo.add_argument("--keep", action="store_true", help="keep what the namespace already holds")
-    demo.set_defaults(handler=_run)
+    return demo
 
 
 def _at_least(low: int) -> Callable[[str], int]:
@@ -101,7 +109,7 @@ def _namespace(text: str) -> str:
 
 def check_demo_args(game: str, episodes: int, budget: int | None, namespace: str) -> None:
     """Refuse a bad argument (or a missing Java) before the demo deletes or writes anything."""
-    from graphmem.examples.envs.jvm import JavaNotFound, find_java17
+    from showcase.envs.jvm import JavaNotFound, find_java17
 
     if game not in DEMO_GAMES:
         raise ConfigError(f"unknown demo game {game!r}: use one of {', '.join(DEMO_GAMES)}")
@@ -267,10 +275,10 @@ def run_demo(
     check_demo_args(game, episodes, budget, namespace)
     from tqdm import tqdm
 
-    from graphmem.examples.envs.jvm import JavaNotFound
-    from graphmem.examples.textworld_agent import run_stream
     from graphmem.memory import GraphMemory
     from graphmem.stores.embedded import EmbeddedStore
+    from showcase.envs.jvm import JavaNotFound
+    from showcase.textworld_agent import run_stream
 
     _make_out_dir(out)
     logging.getLogger("py4j").setLevel(logging.CRITICAL)  # noisy on JVM shutdown
@@ -370,14 +378,30 @@ def browser_url(memory: GraphMemory, uri: str) -> str | None:
     return f"http://{host}:{port}/browser/"
 
 
-def _run(args: argparse.Namespace) -> int:
-    run_demo(
-        Settings.from_env(),
-        game=args.game,
-        episodes=args.episodes,
-        budget=args.budget,
-        out=Path(args.out),
-        namespace=args.namespace,
-        keep=args.keep,
-    )
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the demo; a usage or configuration mistake is one line on stderr and exit 2."""
+    from graphmem.commandline import one_line
+
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        run_demo(
+            Settings.from_env(),
+            game=args.game,
+            episodes=args.episodes,
+            budget=args.budget,
+            out=Path(args.out),
+            namespace=args.namespace,
+            keep=args.keep,
+        )
+    except GraphmemError as e:
+        print(f"demo: error: {one_line(str(e))}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("demo: interrupted", file=sys.stderr)
+        return 130
     return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

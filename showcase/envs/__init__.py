@@ -4,26 +4,26 @@ They implement the protocols of :mod:`graphmem.agents` (``GameEnv``, ``Policy`` 
 capabilities).
 
 Needs the ``envs`` extra (textworld-express, scienceworld) and a Java 17 runtime. Submodules
-import the game packages lazily, so importing :mod:`graphmem.examples.envs` is cheap.
+import the game packages lazily, so importing :mod:`showcase.envs` is cheap.
 """
 
-from graphmem.examples.envs.agents import CookingExplorer, Explorer, TwcExplorer, make_explorer
-from graphmem.examples.envs.hints import (
+from showcase.envs.agents import CookingExplorer, Explorer, TwcExplorer, make_explorer
+from showcase.envs.hints import (
     Knowledge,
     distill_actions,
     extract_facts,
     hints_from_procedures,
     parse_hints,
 )
-from graphmem.examples.envs.jvm import (
+from showcase.envs.jvm import (
     EnvError,
     InvalidEnvInput,
     JavaNotFound,
     find_java17,
     has_java17,
 )
-from graphmem.examples.envs.runner import EpisodeResult, StepRecord, run_episode
-from graphmem.examples.envs.textworld import TextWorldEnv
+from showcase.envs.runner import EpisodeResult, StepRecord, run_episode
+from showcase.envs.textworld import TextWorldEnv
 
 __all__ = [
     "CookingExplorer",

@@ -2,10 +2,10 @@
 
 Each explorer solves its game by systematic, novelty-seeking exploration (EMPO²-style: prefer
 actions not yet tried in this room) without the gold path. Given ``hints`` (action sequences or
-facts, see :mod:`graphmem.examples.envs.hints`) it first replays still-valid hinted actions and
+facts, see :mod:`showcase.envs.hints`) it first replays still-valid hinted actions and
 prefers known facts (placements, cooking devices, where ingredients are), falling back to
 exploration. Retrieved procedures handed over with ``offer_procedures`` come first: their steps,
-adapted to the game by :class:`~graphmem.examples.envs.procedures.ProcedureFollower`, are taken
+adapted to the game by :class:`~showcase.envs.procedures.ProcedureFollower`, are taken
 where they apply, and ``followed_procedures`` names the ones used (the agent flow credits those).
 
 >>> policy = make_explorer("twc")
@@ -24,8 +24,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
 from graphmem.agents import Decision, Plan, Policy, ProcedurePolicy
-from graphmem.examples.envs.hints import Knowledge, fact_scope, parse_hints
-from graphmem.examples.envs.procedures import MAX_PLANS, ProcedureFollower, plan_facts
+from showcase.envs.hints import Knowledge, fact_scope, parse_hints
+from showcase.envs.procedures import MAX_PLANS, ProcedureFollower, plan_facts
 
 if TYPE_CHECKING:
     from langchain_core.language_models import BaseChatModel
@@ -104,7 +104,7 @@ class Explorer:
         self.asked: set[str] = set()
         self.offer_procedures([])
 
-    # -- remembered procedures (graphmem.examples.envs.procedures) ---------------------------------
+    # -- remembered procedures (showcase.envs.procedures) ---------------------------------
 
     def offer_procedures(self, plans: Sequence[Plan]) -> None:
         """Retrieved procedures, best first: the first few are followed step by step; the
@@ -585,7 +585,7 @@ class CookingExplorer(Explorer):
         unvisited rooms (those memory found ingredients in first).
 
         Where an item lies holds in one layout only
-        (:func:`~graphmem.examples.envs.hints.fact_scope`): a remembered place is opened when the
+        (:func:`~showcase.envs.hints.fact_scope`): a remembered place is opened when the
         explorer is in its room anyway, but it is walked to before unvisited rooms only for a fact
         that holds always; a layout's fact from another game would send the agent across the house
         for nothing.
@@ -753,7 +753,7 @@ class ChatPolicy:
 
     def act(self, observation: str, valid_actions: Sequence[str], inventory: str) -> Decision:
         from graphmem.errors import LLMError
-        from graphmem.examples.llm_actions import llm_choose_action
+        from showcase.llm_actions import llm_choose_action
 
         situation = self.situation(observation, inventory)
         try:
@@ -823,7 +823,7 @@ def failure_reason(error: str) -> str:
 
 def choose_action(text: str, valid_actions: Sequence[str]) -> str:
     """The valid action a model's reply names: exact line, contained action, or closest match."""
-    from graphmem.examples.llm_actions import match_action
+    from showcase.llm_actions import match_action
 
     valid = list(valid_actions) or ["look around"]
     found = match_action(text, valid)

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from graphmem.agents import GameEnv, Policy
-from graphmem.examples.envs.hints import distill_actions, extract_facts
 from graphmem.models import Trajectory, TrajectoryStep
+from showcase.envs.hints import distill_actions, extract_facts
 
 log = logging.getLogger(__name__)
 

@@ -1,21 +1,21 @@
 """A LangGraph agent that solves a stream of TextWorldExpress games with graphmem memory.
 
 It is the agent flow (:mod:`graphmem.flows.agent`) with text-game parts: the policy node is the
-offline rule-based explorer of :mod:`graphmem.examples.envs.agents` (or, with ``--llm``, any
+offline rule-based explorer of :mod:`showcase.envs.agents` (or, with ``--llm``, any
 OpenAI-compatible chat model: ``GRAPHMEM_LLM_BASE_URL`` / ``GRAPHMEM_LLM_MODEL`` /
 ``GRAPHMEM_LLM_API_KEY``, see
 :mod:`graphmem.settings`), retrieved notes become hints, retrieved procedures are followed
-(adapted to the game, :mod:`graphmem.examples.envs.procedures`; the reward credits those followed),
+(adapted to the game, :mod:`showcase.envs.procedures`; the reward credits those followed),
 and after each game the facts it taught ("roast means cook in oven", "newspaper belongs in side
 table") are saved as notes beside the procedure and tip that the update flow writes. Needs
 Java 17.
 
 Run it::
 
-    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29
-    python -m graphmem.examples.textworld_agent --game cookingworld --seeds 0-29 --no-memory
+    python -m showcase.textworld_agent --game cookingworld --seeds 0-29
+    python -m showcase.textworld_agent --game cookingworld --seeds 0-29 --no-memory
 
-Memory goes to the configured store, as in ``graphmem demo``: Neo4j when
+Memory goes to the configured store, as in the demo (``./run demo``): Neo4j when
 ``GRAPHMEM_NEO4J_URI`` is set, else the embedded store in ``GRAPHMEM_STORE``
 (./graphmem-data). ``--in-memory`` keeps it in RAM for this run only.
 
@@ -23,7 +23,7 @@ Or from Python (``progress=True`` shows a progress bar; a function is called aft
 
     from graphmem import GraphMemory, HashingEmbedder
     from graphmem.stores.embedded import EmbeddedStore
-    from graphmem.examples.textworld_agent import run_stream
+    from showcase.textworld_agent import run_stream
 
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
     stream = run_stream(mem, "tw-demo", game="cookingworld", seeds=range(30))
@@ -44,11 +44,6 @@ from langchain_core.language_models import BaseChatModel
 
 from graphmem.agents import Policy
 from graphmem.config import RetrievalConfig, UpdateStrategy
-from graphmem.examples.envs.agents import ChatPolicy as ChatPolicy
-from graphmem.examples.envs.agents import choose_action as choose_action
-from graphmem.examples.envs.agents import make_explorer
-from graphmem.examples.envs.hints import extract_facts, fact_subject, scope_tag
-from graphmem.examples.envs.textworld import TextWorldEnv
 from graphmem.flows.agent import build_agent_graph, default_hints, run_task
 from graphmem.flows.state import AgentContext, AgentState, LearnFn
 from graphmem.llm import MemoryLLM
@@ -56,6 +51,11 @@ from graphmem.memory import GraphMemory
 from graphmem.models import Hit, MemoryKind, Note, Procedure
 from graphmem.ops.build import revise_note
 from graphmem.ops.obsolescence import SUBJECT_TAG
+from showcase.envs.agents import ChatPolicy as ChatPolicy
+from showcase.envs.agents import choose_action as choose_action
+from showcase.envs.agents import make_explorer
+from showcase.envs.hints import extract_facts, fact_subject, scope_tag
+from showcase.envs.textworld import TextWorldEnv
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ utility Q learned from outcomes decides which notes are handed to the explorer."
 PROCEDURE_RETRIEVAL = RetrievalConfig(k1=100, k2=60, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
 """Procedures the explorer may act on: recall 100, keep the 60 best by two-phase score. The
 successful ones among them are followed step by step, best first (the follower adapts up to
-three; :mod:`graphmem.examples.envs.procedures`); every one offered hands over the steps that
+three; :mod:`showcase.envs.procedures`); every one offered hands over the steps that
 hold in any game (where an item went, what a verb needs), taken where their objects are here.
 Games of one kind read alike, so a game needs many procedures to meet its own objects: on 80
 twc games of the train fold at budget 30, procedures only solved 12% with k1=50, k2=25 and 19%
@@ -209,7 +209,7 @@ def _negation(fact: str) -> str:
 
 # ---- an LLM policy ---------------------------------------------------------------------------
 
-# ChatPolicy and choose_action live in graphmem.examples.envs.agents (re-exported here for callers).
+# ChatPolicy and choose_action live in showcase.envs.agents (re-exported here for callers).
 
 
 def llm_from_settings() -> MemoryLLM:
@@ -298,7 +298,7 @@ def run_stream(
     saves the facts a game taught (by default one consolidated note per subject;
     :func:`learn_facts` keeps one note per game). With ``procedures`` the explorer is also
     handed the successful procedures of similar games and follows their steps where they
-    apply (adapted to this game; :mod:`graphmem.examples.envs.procedures`), and the reward credits
+    apply (adapted to this game; :mod:`showcase.envs.procedures`), and the reward credits
     the ones it followed; None leaves procedures unread. A stream takes minutes: ``progress=True``
     shows a tqdm bar on stderr, and a :data:`ProgressFn` is called after each game.
     ``step_budget`` None is the game's :data:`DEFAULT_BUDGET`; anything below 1 is refused.
@@ -384,7 +384,7 @@ def _parser() -> argparse.ArgumentParser:
     from graphmem.commandline import OneLineParser
 
     parser = OneLineParser(
-        prog="python -m graphmem.examples.textworld_agent",
+        prog="python -m showcase.textworld_agent",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keep the docstring's layout
     )
@@ -488,7 +488,7 @@ def _play(args: argparse.Namespace) -> StreamResult:
 
 
 def _setup_neo4j(memory: GraphMemory) -> None:
-    """Apply the schema on Neo4j (idempotent), as ``graphmem demo`` does."""
+    """Apply the schema on Neo4j (idempotent), as the demo does."""
     from graphmem.stores.neo4j import Neo4jStore
 
     if isinstance(memory.store, Neo4jStore):

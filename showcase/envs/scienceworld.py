@@ -23,8 +23,9 @@ from types import TracebackType
 from typing import Any
 
 from graphmem.agents import Decision, Observation, StepResult
-from graphmem.examples.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
 from graphmem.models import Trajectory, TrajectoryStep
+from showcase.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
+from showcase.envs.tasks import task_with_first_observation
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +124,10 @@ class ScienceWorldEnv:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+    def task_text(self, first: Observation) -> str:
+        """The task and the first look around (:class:`graphmem.agents.TaskEnv`)."""
+        return task_with_first_observation(first)
 
     def reset(self, seed: int, fold: str = "test") -> Observation:
         """Load variation ``seed`` (one of ``variations(fold)``) and look around."""
