@@ -62,10 +62,12 @@ class Server:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """``langgraph dev`` serving the shipped langgraph.json (copied verbatim into a scratch
-    directory beside a link to ``flows/``, so the server's ``.langgraph_api/`` lands there)."""
+    directory beside links to ``flows/`` and ``showcase/``, so the server's ``.langgraph_api/``
+    lands there)."""
     work = tmp_path_factory.mktemp("langgraph-dev")
     shutil.copy(ROOT / "langgraph.json", work / "langgraph.json")
     (work / "flows").symlink_to(ROOT / "flows", target_is_directory=True)
+    (work / "showcase").symlink_to(ROOT / "showcase", target_is_directory=True)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GRAPHMEM_", "LANGSMITH_"))}
     env |= {
@@ -312,9 +314,11 @@ def test_every_graphmem_error_reaches_the_client_with_its_message() -> None:
     from langgraph_api.serde import default
 
     import graphmem
+    import showcase
     from graphmem.errors import GraphmemError
 
-    for module in pkgutil.walk_packages(graphmem.__path__, "graphmem."):
+    packages = [(graphmem.__path__, "graphmem."), (showcase.__path__, "showcase.")]
+    for module in (m for path, prefix in packages for m in pkgutil.walk_packages(path, prefix)):
         if module.name.endswith("__main__"):
             continue
         try:
