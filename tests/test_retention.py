@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -357,3 +358,33 @@ def test_kinds_in_models_are_what_build_writes() -> None:
     assert all(isinstance(s, Step) and s.embedding is None for s in built.steps)
     assert isinstance(built.task, Task)
     assert live_ids(mem.store, ns) == {top.id}
+
+
+# ---- the command line ----------------------------------------------------------------------
+
+
+def test_cli_retain_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphmem.cli import main
+    from graphmem.stores.embedded import EmbeddedStore
+
+    root = tmp_path / "store"
+    with EmbeddedStore.open(root) as store:
+        mem = memory(store)
+        for i in range(5):
+            mem.add_note("a", f"note {i}")
+        mem.add_note("b", "the only note of b")
+    assert main(["store", "check", str(root), "--max-memories", "3"]) == 1
+    assert "a: 5 live memories, capacity 3" in capsys.readouterr().out
+    assert main(["store", "retain", str(root), "--max-memories", "3", "--dry-run"]) == 0
+    assert "a: 5 live, would evict 2" in capsys.readouterr().out
+    assert main(["store", "check", str(root), "--max-memories", "3"]) == 1  # dry run: unchanged
+    capsys.readouterr()
+    assert main(["store", "retain", str(root), "--max-memories", "3", "--policy", "fifo"]) == 0
+    assert "a: 5 live, archived 2, 3 left" in capsys.readouterr().out
+    assert main(["store", "check", str(root), "--max-memories", "3"]) == 0
+    assert "within it" in capsys.readouterr().out
+    with EmbeddedStore.open(root) as store:
+        assert len(list(store.iter_nodes("a"))) == 5  # archived, not deleted
+        assert sum(is_evicted(m) for m in store.iter_nodes("a")) == 2
+    assert main(["store", "retain", str(root), "--max-per-kind", "Episode=3"]) == 2
+    assert "Episode" in capsys.readouterr().err

@@ -4,21 +4,37 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from graphmem.cli.store_retain import (
+    add_capacity_options,
+    check_capacity_of,
+    open_store,
+    register_retain,
+    retention_from_args,
+)
 from graphmem.errors import InvalidInput
 from graphmem.settings import Settings
 
+if TYPE_CHECKING:
+    from graphmem.config import RetentionConfig
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    store = sub.add_parser("store", help="check or repair an embedded store's files")
+    store = sub.add_parser(
+        "store", help="check or repair an embedded store's files; keep namespaces to a capacity"
+    )
     actions = store.add_subparsers(dest="store_command", metavar="ACTION", required=True)
 
     check = actions.add_parser(
         "check",
-        help="verify every checksum, record and approximate index; exit 0 if intact, 1 if not",
+        help="verify every checksum, record and approximate index (and, given a capacity, "
+        "that no namespace holds more live memories); exit 0 if intact, 1 if not",
     )
     _dir_option(check)
+    add_capacity_options(check)
     check.set_defaults(handler=_check)
+    register_retain(actions)
 
     repair = actions.add_parser(
         "repair",
@@ -48,6 +64,24 @@ def _store_dir(args: argparse.Namespace) -> Path:
 
 
 def _check(args: argparse.Namespace) -> int:
+    retention = retention_from_args(args)
+    if retention is not None and args.dir is None and Settings.from_env().backend != "embedded":
+        return _check_capacity(None, retention, args.namespace)  # Neo4j: the capacity only
+    code = _check_files(args)
+    if retention is not None and code == 0:
+        code = _check_capacity(_store_dir(args), retention, args.namespace)
+    return code
+
+
+def _check_capacity(directory: Path | None, retention: RetentionConfig, spaces: list[str]) -> int:
+    store = open_store(directory)
+    try:
+        return check_capacity_of(store, retention, spaces)
+    finally:
+        store.close()
+
+
+def _check_files(args: argparse.Namespace) -> int:
     from graphmem.stores._check import check_store
 
     report = check_store(_store_dir(args))

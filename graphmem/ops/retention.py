@@ -278,6 +278,20 @@ def _delete(store: MemoryStore, namespace: str, memory_id: str, parts: Sequence[
     return gone
 
 
+def plan_namespace(
+    store: MemoryStore, namespace: str, retention: RetentionConfig, config: MemoryConfig
+) -> tuple[list[AnyMemory], list[tuple[AnyMemory, float]]]:
+    """The namespace's live memories, and those :func:`enforce_capacity` would evict now
+    (with their scores), in order; changes nothing."""
+    units = live_units(store, namespace, retention.kinds)
+    if not over_capacity(units, retention):
+        return units, []
+    episode_times: list[datetime] = []
+    if retention.policy == "utility" and retention.grace_episodes:
+        episode_times = [e.created_at for e in store.iter_nodes(namespace, [MemoryKind.EPISODE])]
+    return units, plan_evictions(units, retention, config, episode_times=episode_times)
+
+
 def enforce_capacity(
     mem: MemoryContext, namespace: str, config: RetentionConfig | None = None
 ) -> RetentionResult:
@@ -293,14 +307,8 @@ def enforce_capacity(
     if not retention.enabled:
         return RetentionResult(namespace=namespace, live_before=0, live_after=0)
     store = mem.store
-    units = live_units(store, namespace, retention.kinds)
+    units, victims = plan_namespace(store, namespace, retention, mem.config)
     result = RetentionResult(namespace=namespace, live_before=len(units), live_after=len(units))
-    if not over_capacity(units, retention):
-        return result
-    episode_times: list[datetime] = []
-    if retention.policy == "utility" and retention.grace_episodes:
-        episode_times = [e.created_at for e in store.iter_nodes(namespace, [MemoryKind.EPISODE])]
-    victims = plan_evictions(units, retention, mem.config, episode_times=episode_times)
     for memory, score in victims:
         parts = _parts(store, namespace, memory)
         reason = _reason(retention, memory, score)
@@ -401,5 +409,6 @@ __all__ = [
     "is_evicted",
     "live_units",
     "plan_evictions",
+    "plan_namespace",
     "utility_bound",
 ]
