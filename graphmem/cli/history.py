@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from graphmem.cli.args import at_least_one
 from graphmem.settings import Settings
 
 DEFAULT_CHAINS = 5
@@ -26,7 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     history.add_argument(
         "--chains",
-        type=int,
+        type=at_least_one,
         default=DEFAULT_CHAINS,
         help=f"version chains to list without an id (default {DEFAULT_CHAINS})",
     )
@@ -45,7 +46,7 @@ def _history(args: argparse.Namespace) -> int:
         memory_id = args.memory_id
         chains = []
         if memory_id is None:
-            chains = version_chains(memory, args.namespace, limit=max(1, args.chains))
+            chains = version_chains(memory, args.namespace, limit=args.chains)
             if not chains:
                 print(f"no version chains (EVOLVED_FROM) in namespace {args.namespace!r}")
                 return 0

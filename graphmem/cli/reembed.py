@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from graphmem.cli.args import checked_namespace
 from graphmem.errors import InvalidInput
 from graphmem.settings import Settings
 
@@ -48,10 +49,19 @@ def _reembed(args: argparse.Namespace) -> int:
         settings = replace(settings, embedder=args.embedder)
     if args.batch_size < 1:
         raise InvalidInput(f"--batch-size must be at least 1, got {args.batch_size}")
-    embedder = settings.make_embedder()
-    store = settings.open_store()
+    asked = [] if args.all else [checked_namespace(ns) for ns in dict.fromkeys(args.namespace)]
+    store = settings.open_store(create=False)
     try:
-        namespaces = store.namespaces() if args.all else list(dict.fromkeys(args.namespace))
+        namespaces = store.namespaces() if args.all else asked
+        missing = sorted(set(namespaces) - set(store.namespaces()))
+        if missing:
+            # Re-embedding records the embedder: a typo would pin it on a namespace that does
+            # not exist, refusing the right one later.
+            raise InvalidInput(
+                f"no namespace {missing[0]!r} in the store; nothing was re-embedded "
+                "(`graphmem stats` lists the namespaces)"
+            )
+        embedder = settings.make_embedder()
         for ns in namespaces:
 
             def progress(done: int, total: int, ns: str = ns) -> None:

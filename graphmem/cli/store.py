@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from graphmem.cli.args import checked_namespace
 from graphmem.errors import InvalidInput, StoreError
 from graphmem.settings import Settings, redact_uri
 
@@ -32,9 +33,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _stats(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
+    only = checked_namespace(args.namespace)
     store = settings.open_store(create=False)
     try:
-        namespaces = [args.namespace] if args.namespace else store.namespaces()
+        namespaces = [only] if only is not None else store.namespaces()
         table: dict[str, Any] = {ns: store.counts(ns) for ns in namespaces}
         if args.json:
             print(json.dumps({"backend": settings.backend, "namespaces": table}, indent=2))
@@ -52,6 +54,7 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    checked_namespace(args.namespace)
     store = Settings.from_env().open_store(create=False)
     try:
         if args.path == "-":
@@ -76,6 +79,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    checked_namespace(args.namespace)
     store = Settings.from_env().open_store()
     try:
         if args.path == "-":

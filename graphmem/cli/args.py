@@ -1,0 +1,38 @@
+"""Argument checks the commands share: each refuses a bad value in one line (exit 2) before
+anything is opened or changed."""
+
+from __future__ import annotations
+
+import argparse
+from typing import overload
+
+from graphmem.errors import InvalidInput, InvalidNamespace
+from graphmem.models import check_namespace
+
+
+def at_least_one(text: str) -> int:
+    """An argparse ``type``: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text[:40]!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+@overload
+def checked_namespace(namespace: str) -> str: ...
+@overload
+def checked_namespace(namespace: None) -> None: ...
+def checked_namespace(namespace: str | None) -> str | None:
+    """``--namespace``'s value, checked; None when the option was not given. An empty one is
+    refused (it read as "every namespace" before, where ``../x`` was refused)."""
+    if namespace is None:
+        return None
+    if not namespace:
+        raise InvalidNamespace("--namespace is empty: name a namespace, or leave the option out")
+    try:
+        return check_namespace(namespace)
+    except InvalidInput as e:
+        raise InvalidNamespace(f"--namespace: {e}") from e
