@@ -1,18 +1,31 @@
-"""The installable package (issue 29): the wheel holds ``graphmem`` only, and installed with no
-extras in a fresh venv it runs the README's example with an embedder the caller passes; a
-feature whose extra is missing fails in one line naming the extra."""
+"""The installable package (issues 29 and 47): the wheel holds ``graphmem`` only; installed with
+no extras in a fresh venv it runs the README's example with an embedder the caller passes; a
+feature whose extra is missing fails in one line naming the package and the extra.
+
+Each extra alone (none, ``[minilm]``, ``[neo4j]``, ``[langchain]``, ``[openai]``,
+``[langgraph]``, ``[mcp]``): the wheel is built once, installed in a fresh venv with that
+extra's dependencies only (linked from this interpreter's, see ``wheel_envs``: offline, and
+torch is not downloaded again), and every CLI verb's ``--help`` runs there, plus what the
+extra serves: the store verbs on the embedded store, the default embedder, a Neo4j schema apply
+against the test server (when ``GRAPHMEM_NEO4J_URI`` is set), the LangChain tools, ``llm check``
+against a stub endpoint, a LangGraph store put/search and an MCP stdio handshake with the MCP
+SDK's client. The core install is also tested from the package index."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 import textwrap
 import venv
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from wheel_envs import make_env
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -146,3 +159,266 @@ def test_the_langgraph_store_needs_no_neo4j_extra(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr[-2000:]
     line = out.stdout.strip().splitlines()[-1]
     assert line.startswith("MissingExtra") and "graphmem[neo4j]" in line, line
+
+
+# ---- each extra alone ------------------------------------------------------------------------
+
+EXTRAS = [None, "minilm", "neo4j", "langchain", "openai", "langgraph", "mcp"]
+
+EVERY_HELP = textwrap.dedent(
+    """
+    import argparse, contextlib, io, sys
+    from graphmem.cli.main import build_parser, main
+
+    def verbs(parser, prefix=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*prefix, name)
+                    yield from verbs(sub, (*prefix, name))
+
+    found = list(verbs(build_parser()))
+    for verb in found:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            try:
+                main([*verb, "--help"])
+            except SystemExit as e:
+                assert e.code == 0, (verb, e.code)
+        assert "usage: graphmem" in out.getvalue(), verb
+    print(" ".join(".".join(v) for v in found))
+    """
+)
+
+SEED = textwrap.dedent(
+    """
+    import os, json
+    from graphmem import GraphMemory, EmbeddedStore, HashingEmbedder, MEMRL_DEFAULT
+    mem = GraphMemory(EmbeddedStore.open(os.environ["GRAPHMEM_STORE"]), embedder=HashingEmbedder())
+    built = mem.build("ns", {
+        "task": "Put a clean mug in the coffee machine",
+        "steps": [{"action": "take mug 1"}, {"action": "put mug 1 in coffee machine"}],
+        "reward": 1.0, "success": True})
+    r = mem.retrieve("ns", "make coffee", MEMRL_DEFAULT, open_episode=True)
+    mem.finish_episode("ns", r.episode_id, 1.0, used=[r.hits[0].memory.id])
+    mem.close()
+    print(json.dumps({"episode": r.episode_id, "procedure": r.hits[0].memory.id}))
+    """
+)
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _build_wheel(tmp_path_factory.mktemp("wheel"))
+
+
+class Env:
+    """A venv with the wheel and one extra, and a seeded embedded store beside it."""
+
+    def __init__(self, bin_dir: Path, home: Path) -> None:
+        self.bin = bin_dir
+        self.home = home
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+        self.env |= {
+            "GRAPHMEM_STORE": str(home / "store"),
+            "GRAPHMEM_EMBEDDER": "hashing",
+            "PYTHONNOUSERSITE": "1",
+            "HOME": str(home),
+        }
+        self.env.pop("PYTHONPATH", None)
+
+    def run(
+        self, *argv: str, env: dict[str, str] | None = None, timeout: float = 300
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(self.bin / argv[0]), *argv[1:]], capture_output=True, text=True,
+            cwd=self.home, env={**self.env, **(env or {})}, timeout=timeout,
+        )  # fmt: skip
+
+    def python(self, code: str, **kw: object) -> subprocess.CompletedProcess[str]:
+        return self.run("python", "-c", code, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", params=EXTRAS, ids=lambda e: e or "core")
+def extra_env(
+    request: pytest.FixtureRequest, wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str | None, Env]]:
+    extra = request.param
+    home = tmp_path_factory.mktemp(f"extra-{extra or 'core'}")
+    env = Env(make_env(wheel, extra, home / "venv"), home)
+    seeded = env.python(SEED)
+    assert seeded.returncode == 0, seeded.stderr[-3000:]
+    env.seed = json.loads(seeded.stdout.strip().splitlines()[-1])  # type: ignore[attr-defined]
+    yield extra, env
+
+
+def one_line_error(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 2, (run.returncode, run.stdout[-500:], run.stderr[-3000:])
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("graphmem: error: "), run.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.slow
+def test_every_verb_and_the_store_verbs_run_with_each_extra_alone(
+    extra_env: tuple[str | None, Env],
+) -> None:
+    extra, env = extra_env
+    helped = env.python(EVERY_HELP)
+    assert helped.returncode == 0, helped.stderr[-3000:]
+    verbs = set(helped.stdout.split())
+    assert {"stats", "history", "episode", "store.check", "restore", "reembed", "viz.task"} <= verbs
+    assert {"llm.check", "mcp", "schema.apply", "export", "import"} <= verbs
+    top = env.run("graphmem", "--help")
+    assert top.returncode == 0 and "reembed" in top.stdout, top.stderr[-2000:]
+
+    seed = env.seed  # type: ignore[attr-defined]
+    stats = env.run("graphmem", "stats")
+    assert stats.returncode == 0, stats.stderr[-3000:]
+    assert "ns: Task 1, Procedure" in stats.stdout
+    for argv in (
+        ["history", "ns"],
+        ["episode", "ns"],
+        ["store", "check"],
+        ["restore", "ns", seed["procedure"]],
+        ["reembed", "-n", "ns", "--embedder", "hashing", "-q"],
+        ["viz", "episode", seed["episode"], "--format", "mermaid", "-o", "-"],
+        ["viz", "task", seed["procedure"], "--format", "dot", "-o", "-"],
+        ["export", "-"],
+    ):
+        done = env.run("graphmem", *argv)
+        assert done.returncode == 0, (argv, done.stderr[-3000:])
+        assert not done.stderr.count("Traceback"), done.stderr
+    episode = env.run("graphmem", "episode", "ns", seed["episode"])
+    assert seed["procedure"][:8] in episode.stdout
+
+    # What another extra serves: one line naming the missing package and its extra.
+    if extra not in ("langchain", "openai", "langgraph"):
+        line = one_line_error(
+            env.run("graphmem", "llm", "check", env={"GRAPHMEM_LLM_BASE_URL": "http://x:1/v1"})
+        )
+        assert "'langchain_core'" in line and "graphmem[langchain]" in line, line
+    if extra != "mcp":
+        line = one_line_error(env.run("graphmem", "mcp"))
+        assert "needs the package 'mcp'" in line and "graphmem[mcp]" in line, line
+    if extra != "neo4j":
+        line = one_line_error(
+            env.run("graphmem", "stats", env={"GRAPHMEM_NEO4J_URI": "bolt://127.0.0.1:9"})
+        )
+        assert "needs the package 'neo4j'" in line and "graphmem[neo4j]" in line, line
+    if extra != "minilm":
+        line = one_line_error(env.run("graphmem", "reembed", "-n", "ns", "--embedder", "minilm"))
+        assert "'sentence_transformers'" in line and "graphmem[minilm]" in line, line
+    if extra not in ("langgraph",):
+        flows = env.python("import graphmem.flows")
+        assert "needs the package 'langgraph'" in flows.stderr, flows.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_what_each_extra_serves(extra_env: tuple[str | None, Env]) -> None:
+    extra, env = extra_env
+    if extra is None:
+        pytest.skip("the core serves the store verbs (the test above)")
+    serve = {
+        "minilm": _serves_minilm,
+        "neo4j": _serves_neo4j,
+        "langchain": _serves_langchain,
+        "openai": _serves_openai,
+        "langgraph": _serves_langgraph,
+        "mcp": _serves_mcp,
+    }[extra]
+    serve(env)
+
+
+def _serves_minilm(env: Env) -> None:
+    done = env.run("graphmem", "reembed", "-n", "ns", "--embedder", "minilm", "-q")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "all-MiniLM-L6-v2" in done.stdout or "minilm" in done.stdout.lower(), done.stdout
+
+
+def _serves_neo4j(env: Env) -> None:
+    imported = env.python("from graphmem.stores.neo4j import Neo4jStore; print('ok')")
+    assert imported.stdout.strip() == "ok", imported.stderr[-3000:]
+    uri = os.environ.get("GRAPHMEM_NEO4J_URI")
+    if not uri:
+        pytest.skip("GRAPHMEM_NEO4J_URI is not set: the schema apply was not tried")
+    neo4j = {k: v for k, v in os.environ.items() if k.startswith("GRAPHMEM_NEO4J_")}
+    done = env.run("graphmem", "schema", "apply", "--dimension", "384", env=neo4j)
+    assert done.returncode == 0, done.stderr[-3000:]
+    stats = env.run("graphmem", "stats", "--json", env=neo4j)
+    assert stats.returncode == 0 and '"backend": "neo4j"' in stats.stdout, stats.stderr[-3000:]
+
+
+def _serves_langchain(env: Env) -> None:
+    done = env.python(
+        textwrap.dedent(
+            """
+            from graphmem import GraphMemory, HashingEmbedder
+            from graphmem.integrations.langchain_tools import memory_tools
+            from graphmem.stores.embedded import EmbeddedStore
+            mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+            search, save, report = memory_tools(mem, "agent-1")
+            save.invoke({"content": "The wifi password is on the fridge."})
+            assert "fridge" in search.invoke({"query": "where is the wifi password?"})
+            print(report.invoke({"success": True}))
+            """
+        )
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("Episode"), done.stdout
+
+
+def _serves_openai(env: Env) -> None:
+    from openai_stub import OpenAIStub
+
+    with OpenAIStub() as stub:
+        llm = {"GRAPHMEM_LLM_BASE_URL": stub.base_url, "GRAPHMEM_LLM_MODEL": "stub"}
+        done = env.run("graphmem", "llm", "check", env=llm)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "ok in" in done.stdout, done.stdout
+
+
+def _serves_langgraph(env: Env) -> None:
+    done = env.python(
+        textwrap.dedent(
+            """
+            from graphmem import GraphMemory, HashingEmbedder
+            from graphmem.integrations.langgraph_store import GraphMemoryStore
+            from graphmem.stores.embedded import EmbeddedStore
+            from graphmem.flows import build_retrieve_graph
+            mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder())
+            store = GraphMemoryStore(mem)
+            store.put(("users", "u1"), "pref", {"text": "likes green tea"})
+            print([i.key for i in store.search(("users", "u1"), query="tea")])
+            """
+        )
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['pref']", done.stdout
+
+
+def _serves_mcp(env: Env) -> None:
+    import asyncio
+
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    params = StdioServerParameters(
+        command=str(env.bin / "graphmem"), args=["mcp", "--namespace", "ns"], env=env.env
+    )
+
+    async def handshake() -> tuple[str, list[str], dict[str, object]]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as client:
+            init = await client.initialize()
+            tools = sorted(t.name for t in (await client.list_tools()).tools)
+            query = {"query": "Put a clean mug in the coffee machine"}
+            found = await client.call_tool("search_memory", query)
+            assert not found.isError, found.content
+            assert found.structuredContent is not None
+            return init.serverInfo.name, tools, found.structuredContent
+
+    name, tools, found = asyncio.run(asyncio.wait_for(handshake(), 120))
+    assert name == "graphmem"
+    assert "search_memory" in tools and "report_outcome" in tools
+    # The seeded store answers (what it hands over is the retrieval policy's business).
+    assert found["namespace"] == "ns" and isinstance(found["hits"], list), found
