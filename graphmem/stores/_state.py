@@ -391,9 +391,15 @@ class GraphState:
             return False
         return space.graph.has_in_edge(memory_id, EdgeKind.SUPERSEDES.value)
 
-    def ids(self, namespace: str) -> list[str]:
+    def ids(self, namespace: str, kinds: set[str] | None = None) -> list[str]:
+        """The namespace's memory ids, sorted; given ``kinds`` (values), only those kinds'."""
         space = self.spaces.get(namespace)
-        return [] if space is None else sorted(space.graph.ids())
+        if space is None:
+            return []
+        if kinds is None:
+            return sorted(space.graph.ids())
+        node = space.graph.node
+        return sorted(i for i in space.graph.ids() if packed_kind(node(i)) in kinds)
 
     def namespaces(self) -> list[str]:
         return sorted(ns for ns, space in self.spaces.items() if space.graph)
