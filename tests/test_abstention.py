@@ -4,6 +4,7 @@ API, on the embedded store and on Neo4j when ``GRAPHMEM_NEO4J_URI`` is set."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -156,3 +157,38 @@ def test_report_baseline_refuses_bad_input_and_changes_nothing(
         with pytest.raises(InvalidInput):
             mem.report_baseline(namespace, *args)
     assert list(mem.store.iter_nodes(namespace)) == []
+
+
+@pytest.mark.slow
+def test_the_mcp_client_sees_what_was_withheld_and_why(store: MemoryStore, namespace: str) -> None:
+    """Over the MCP SDK's stdio client: search_memory reports the withheld candidate, its
+    expectation and the baseline, and only the trusted memory in its hits."""
+    from test_mcp_server import _ok, _with_server
+
+    from graphmem.stores.embedded import EmbeddedStore
+
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["good"], 1.0, 4)
+    _play(mem, namespace, ids["bad"], 0.0, 4)
+    for reward in (1.0, 1.0, 0.0, 1.0):  # the agent alone wins 3 of 4
+        mem.report_baseline(namespace, TASK, reward)
+
+    async def body(client: Any) -> None:
+        found = _ok(
+            await client.call_tool("search_memory", {"query": TASK, "namespace": namespace})
+        )
+        assert [h["memory_id"] for h in found["hits"]] == [ids["good"]], found
+        assert found["hits"][0]["expected"] >= found["baseline"]
+        [held] = found["withheld"]
+        assert held["memory_id"] == ids["bad"] and "below the baseline" in held["reason"]
+        assert held["expected"] < found["baseline"]
+
+    env = {"GRAPHMEM_EMBEDDER": "hashing"}
+    if isinstance(store, EmbeddedStore):
+        env["GRAPHMEM_STORE"] = str(store.path)
+    else:
+        for key in ("URI", "USER", "PASSWORD", "DATABASE"):
+            if value := os.environ.get(f"GRAPHMEM_NEO4J_{key}"):
+                env[f"GRAPHMEM_NEO4J_{key}"] = value
+    _with_server(env, body=body)

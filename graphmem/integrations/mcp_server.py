@@ -70,6 +70,19 @@ class MemoryHit(BaseModel):
     z_sim: float = Field(description="sim as a z-score over the recalled candidates.")
     z_q: float = Field(description="q as a z-score over the recalled candidates.")
     score: float = Field(description="(1-λ)·z_sim + λ·z_q: what the selection ranked by.")
+    expected: float | None = Field(
+        default=None, description="The reward it is expected to earn when used (abstention)."
+    )
+
+
+class WithheldHit(BaseModel):
+    """A candidate not handed over: it is not expected to beat acting without memory."""
+
+    memory_id: str
+    kind: str
+    summary: str = Field(description="One line saying what the memory holds.")
+    expected: float | None = Field(description="The reward it is expected to earn when used.")
+    reason: str = Field(description="Why it was withheld.")
 
 
 class SearchResult(BaseModel):
@@ -77,6 +90,14 @@ class SearchResult(BaseModel):
     episode_id: str | None = Field(description="Report the task's outcome against this id.")
     hits: list[MemoryHit]
     prompt: str = Field(description="The hits rendered for a prompt (empty when none).")
+    withheld: list[WithheldHit] = Field(
+        default_factory=list,
+        description="Candidates not handed over, with why (abstention); never credited.",
+    )
+    baseline: float | None = Field(
+        default=None,
+        description="The reward this kind of task earns without memory, as learned so far.",
+    )
 
 
 class SavedNote(BaseModel):
@@ -190,11 +211,29 @@ class MemoryTools:
                     z_sim=h.z_sim,
                     z_q=h.z_q,
                     score=h.score,
+                    expected=h.expected,
                 )
                 for h in found.hits
             ]
+            withheld = [
+                WithheldHit(
+                    memory_id=h.memory.id,
+                    kind=str(h.memory.kind),
+                    summary=summarize(h.memory, 200),
+                    expected=h.expected,
+                    reason=h.withheld or "",
+                )
+                for h in found.withheld
+            ]
             prompt = found.as_prompt() if found.hits else ""
-        return SearchResult(namespace=ns, episode_id=found.episode_id, hits=hits, prompt=prompt)
+        return SearchResult(
+            namespace=ns,
+            episode_id=found.episode_id,
+            hits=hits,
+            prompt=prompt,
+            withheld=withheld,
+            baseline=found.baseline,
+        )
 
     def save_note(
         self,
