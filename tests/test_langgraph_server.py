@@ -223,6 +223,14 @@ def test_agent_plays_a_game_over_http(server: Server) -> None:
 
     baseline = server.run("graphmem_agent", {"seed": 0}, **context, use_memory=False)
     assert baseline["steps"] and not baseline.get("new_memory_ids") and not baseline.get("hits")
+    # Both runs succeeded, and their log says so only: each game's JVM was shut down once, on
+    # the run's worker thread, not again by the library's __del__ wherever the garbage
+    # collector ran (the event loop: BlockingError, then py4j's tracebacks; issue 47).
+    gc = server.run("graphmem_retrieve", {"query": "collect"}, namespace="http-agent-gc")
+    assert "__error__" not in gc
+    text = server.log.read_text(errors="replace")
+    for bad in ("Traceback", "BlockingError", "Py4JNetworkError", "Exception while shutting"):
+        assert bad not in text, _tail(server.log, 60)
 
 
 def test_served_memory_is_the_configured_store(server: Server) -> None:

@@ -109,3 +109,28 @@ def launching_with_java(module: ModuleType, java: str) -> Iterator[None]:
             yield
         finally:
             setattr(module, "launch_gateway", original)  # noqa: B010
+
+
+def _already_closed() -> None:
+    """What a closed environment's ``close`` becomes (see :func:`close_once`)."""
+
+
+def close_once(env: Any, what: str) -> None:
+    """Close a py4j-backed environment (TextWorldExpress, ScienceWorld) now, on this thread,
+    and disarm its ``__del__``.
+
+    Both libraries' ``__del__`` call ``close()`` again, wherever the garbage collector happens
+    to collect the object. Under an asyncio server (``langgraph dev``) that is often the event
+    loop's thread, so the second shutdown's socket calls reach the loop (blockbuster's
+    ``BlockingError: Blocking call to socket.socket.connect``) and py4j logs the failures of
+    shutting down a gateway twice (``Py4JNetworkError: Gateway is not connected``,
+    ``AttributeError: 'NoneType' object has no attribute 'join'``) after a run that
+    succeeded. An instance attribute shadows the method ``__del__`` looks up, so the second
+    close does nothing.
+    """
+    try:
+        env.close()
+    except Exception as e:  # the JVM may already be gone; closing must not raise
+        log.debug("closing %s: %s", what, e)
+    finally:
+        env.close = _already_closed

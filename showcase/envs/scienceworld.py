@@ -24,7 +24,13 @@ from typing import Any
 
 from graphmem.agents import Decision, Observation, StepResult
 from graphmem.models import Trajectory, TrajectoryStep
-from showcase.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
+from showcase.envs.jvm import (
+    EnvError,
+    InvalidEnvInput,
+    close_once,
+    find_java17,
+    launching_with_java,
+)
 from showcase.envs.tasks import task_with_first_observation
 
 log = logging.getLogger(__name__)
@@ -109,10 +115,7 @@ class ScienceWorldEnv:
         env, self._env = self._env, None
         self._done = True
         if env is not None:
-            try:
-                env.close()
-            except Exception as e:  # the JVM may already be gone; closing must not raise
-                log.debug("closing ScienceWorld: %s", e)
+            close_once(env, "ScienceWorld")
 
     def __enter__(self) -> ScienceWorldEnv:
         return self

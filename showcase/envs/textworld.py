@@ -15,7 +15,13 @@ from types import TracebackType
 from typing import Any
 
 from graphmem.agents import Observation, StepResult
-from showcase.envs.jvm import EnvError, InvalidEnvInput, find_java17, launching_with_java
+from showcase.envs.jvm import (
+    EnvError,
+    InvalidEnvInput,
+    close_once,
+    find_java17,
+    launching_with_java,
+)
 from showcase.envs.tasks import task_with_first_observation
 
 log = logging.getLogger(__name__)
@@ -127,10 +133,7 @@ class TextWorldEnv:
         self._loaded = False
         self._done = True
         if env is not None:
-            try:
-                env.close()
-            except Exception as e:  # the JVM may already be gone; closing must not raise
-                log.debug("closing TextWorldExpress: %s", e)
+            close_once(env, "TextWorldExpress")
 
     def __enter__(self) -> TextWorldEnv:
         return self
