@@ -1,18 +1,6 @@
 """What a user implements to plug an agent and an environment into graphmem's flows.
 
-The agent flow (:func:`graphmem.flows.build_agent_graph`) runs a :class:`Policy` in a
-:class:`GameEnv`, one task at a time: it retrieves memories for the task, hands them to the policy
-as hints, steps the environment with the policy's :class:`Decision`\\ s, and learns from the
-episode. The task is the first observation's ``task`` unless the environment says otherwise
-(:class:`TaskEnv`). Optional capabilities, checked with ``isinstance``:
-
-- :class:`RecallingPolicy` asks memory questions during the episode, not only at its start;
-- :class:`UsingPolicy` reports which hints it acted on, so only those memories are credited;
-- :class:`ProcedurePolicy` is handed retrieved procedures as :class:`Plan`\\ s and names the ones
-  it followed.
-
-The checkout's showcase (its text-game environments, explorers and chat-model policy) implements
-these; nothing here knows a particular game.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.agents``.
 """
 
 from __future__ import annotations

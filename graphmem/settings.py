@@ -1,21 +1,6 @@
 """Settings from the environment, read in this one place (never at import time).
 
-| variable | meaning | default |
-| --- | --- | --- |
-| ``GRAPHMEM_STORE`` | directory of the embedded store | ``./graphmem-data`` |
-| ``GRAPHMEM_NEO4J_URI`` | use Neo4j at this URI (``bolt://`` or ``neo4j://``) | unset: embedded |
-| ``GRAPHMEM_NEO4J_USER`` / ``GRAPHMEM_NEO4J_PASSWORD`` | Neo4j credentials | ``neo4j`` / unset |
-| ``GRAPHMEM_NEO4J_DATABASE`` | Neo4j database | ``neo4j`` |
-| ``GRAPHMEM_NEO4J_RETRY_S`` | seconds a failed Neo4j transaction is retried (restarts) | ``120`` |
-| ``GRAPHMEM_EMBEDDER`` | ``minilm`` (offline all-MiniLM-L6-v2) or ``hashing`` | ``minilm`` |
-| ``GRAPHMEM_ANN_THRESHOLD`` | rows from which embedded recall is approximate (or ``off``) | 20000 |
-| ``GRAPHMEM_LLM_BASE_URL`` | OpenAI-compatible endpoint for the LLM steps | unset: fallbacks |
-| ``GRAPHMEM_LLM_MODEL`` / ``GRAPHMEM_LLM_API_KEY`` | model name / key (or ``OPENAI_API_KEY``) | |
-| ``GRAPHMEM_LLM_OUTPUT`` | ``json_schema``, ``tool``, ``json``, ``prompt`` or ``auto`` | ``auto`` |
-| ``GRAPHMEM_LLM_MAX_TOKENS`` | cap on output tokens per reply (``0``: no cap) | ``1024`` |
-| ``GRAPHMEM_LLM_MAX_TOKENS_FIELD`` | ``max_tokens`` or ``max_completion_tokens`` | ``max_tokens`` |
-| ``GRAPHMEM_LLM_TIMEOUT`` | seconds per request | ``30`` |
-| ``GRAPHMEM_LLM_RETRIES`` | retries after a failed request or invalid reply | ``2`` |
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.settings``.
 """
 
 from __future__ import annotations

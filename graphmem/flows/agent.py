@@ -1,35 +1,6 @@
 """Agent flow: retrieve → act in an environment → finish the episode → update → evolve.
 
-The retrieve, update and evolve flows are composed as subgraphs around an acting loop (one
-policy step per graph step, so every step can be streamed or interrupted)::
-
-    START → start → retrieve* → begin → act ⟲ → finish → update* → learn → evolve* → END
-
-(* subgraphs; with ``use_memory=False`` the starred steps and ``learn`` are skipped, which is the
-no-memory baseline of the same agent). The environment, the policy and the memory come from the
-run context, :class:`~graphmem.flows.state.AgentContext`. One graph run is one task:
-``{"seed": n}`` in.
-
-Memory is consulted during the task too: with ``context.recall`` set, a policy that asks
-questions (:class:`~graphmem.agents.RecallingPolicy`, e.g. "where does the gray coat
-belong?" when it picks one up) gets them answered by two-phase retrieval before its next step,
-and those memories join the task's Episode as well.
-
-Procedures can be acted on, not only read: with ``context.procedures`` set, a policy that
-follows procedures (:class:`~graphmem.agents.ProcedurePolicy`) is handed the
-successful procedures two-phase retrieval finds for the task (best first); they join the
-Episode as offered, and the ones it took steps from are ``followed``.
-
-Credit by use (docs/design.md §2.3): the Episode records every memory the policy was offered
-(RETRIEVED). When the policy can say what it used (a
-:class:`~graphmem.agents.UsingPolicy` reports the hints it acted on; a procedure
-follower the procedures it followed), ``finish`` puts those ids in ``used`` and the update flow
-finishes the Episode with them, so the reward credits exactly what was used; a recalled note
-nobody used keeps its Q. A policy that cannot say (an LLM) is credited for everything it was
-handed (``used`` stays None).
-
-Each policy step is a graph step, so a run needs a recursion limit above the step budget;
-:func:`run_task` sets it, and the compiled :data:`graph` carries a generous default.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.flows.agent``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Build flow: a trajectory becomes procedural memory (Mem^p ``B(τ, r)``) as a LangGraph graph.
 
-State :class:`~graphmem.flows.state.BuildState`: ``trajectory`` in (optional ``granularity`` /
-``key_mode``); ``task_id`` and ``new_memory_ids`` (the retrievable procedure written; empty when the
-trajectory was stored already) out.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.flows.build``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

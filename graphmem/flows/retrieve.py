@@ -1,7 +1,6 @@
 """Retrieve flow: two-phase retrieval as a LangGraph graph (usable alone or as a subgraph).
 
-State :class:`~graphmem.flows.state.RetrieveState`: ``query`` in; ``hits`` (with score parts),
-``prompt`` and ``episode_id`` out.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.flows.retrieve``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

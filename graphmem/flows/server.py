@@ -1,19 +1,6 @@
 """The graphs ``langgraph dev`` / LangGraph Server serve (see ``langgraph.json``).
 
-Over HTTP the run context arrives as JSON, so it cannot carry a :class:`GraphMemory`, an
-environment or a policy. Each served graph therefore takes a JSON context
-(:class:`~graphmem.flows.state.ServedContext`, which a served agent's context extends: the
-checkout's ``showcase.served_agent`` names its game and policy in one), which Studio shows as a
-form, and runs its flow as a subgraph over the server's memory: the one the
-environment names (``GRAPHMEM_STORE`` or ``GRAPHMEM_NEO4J_URI``, ``GRAPHMEM_EMBEDDER``,
-``GRAPHMEM_LLM_*``: see :mod:`graphmem.settings`), e.g. ``{"namespace": "agent-1"}``.
-``langgraph.json`` names each through :func:`refusing_unknown_context`, a graph factory that
-fails a run whose context has a key the graph does not take (the server would drop it), and on a
-thread every run starts from its own input (:func:`per_run`).
-
-Nothing here blocks the server's event loop: the graphs are compiled at import, without a
-store, and the memory is opened on the first run, inside a node, which LangGraph runs in a
-worker thread (``langgraph dev`` refuses blocking calls on its loop).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.flows.server``.
 """
 
 from __future__ import annotations

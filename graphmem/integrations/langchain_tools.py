@@ -1,15 +1,6 @@
 """LangChain tools that give a ReAct-style agent a graphmem memory.
 
-``memory_tools(mem, namespace)`` returns three tools bound to one memory and namespace:
-
-- ``search_memory(query)``: two-phase retrieval; the first search of a run opens an Episode and
-  later searches add to it (everything the agent was shown is recorded); each hit shows its id;
-- ``save_note(content, tags)``: store a Zettelkasten note (keywords and context extracted);
-- ``report_outcome(success, reward, used)``: finish the episode, ``Q ← Q + α(R − Q)`` on what
-  it retrieved, or, given ``used`` ids, on the memories the agent used only; a reward outside
-  the config's reward range, or an id it was not shown, is refused with a message to the model.
-
-A toolkit holds the run's open episode, so use one toolkit per agent run (or conversation).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.integrations.langchain_tools``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

@@ -1,52 +1,6 @@
 """A LangGraph :class:`~langgraph.store.base.BaseStore` backed by the memory graph.
 
-``compile(store=GraphMemoryStore(mem))`` gives LangGraph nodes (and LangMem-style tools) a
-long-term store whose items are graphmem :class:`~graphmem.models.Note` memories, on either
-backend. It behaves as LangGraph's own stores do (``tests/test_langgraph_store_port.py`` runs
-LangGraph's store tests on it) and adds graphmem's learned utility on request.
-
-Mapping:
-
-- namespace tuple → graphmem namespace ``<root>/<label>/<label>…``; each label keeps letters,
-  digits and ``_ : @ -`` and writes any other character as ``.xx`` per UTF-8 byte (LangGraph labels
-  never contain ``.``, so the mapping is one-to-one). A namespace whose escaped name would pass
-  graphmem's 128 characters (16 Chinese characters already do) lives in
-  ``<root>/.long/<sha256 of the labels>`` instead, and its labels are read back from its items;
-  so there is no length limit beyond LangGraph's own.
-- key → memory id ``lg-<sha256(key)[:40]>``; the original key, value and namespace are kept in
-  the note's ``data``.
-- value → ``Note.data`` (JSON, verbatim); ``Note.content`` holds the indexed text.
-- one vector per indexed text, as LangGraph's stores keep them: the item's note carries the
-  first; each further text (another field, or another element of ``tags[*]``) is a small vector
-  note ``<memory id>-v<i>`` (source ``langgraph-vector``) beside it. A search scores an item by
-  its best-matching vector.
-
-Search with a ``query`` recalls ``(offset + limit) · recall_factor`` items by cosine
-similarity and keeps those that pass the filter. By LangGraph's convention ``item.score`` is that
-similarity (the best over the item's vectors) and results are ordered by it. Each result is a
-:class:`GraphSearchItem` whose ``parts`` also hold graphmem's two-phase figures over the same
-pool: q, z_sim, z_q, ``two_phase`` = ``(1-λ)·ẑ(sim) + λ·ẑ(Q)`` and ``two_phase_rank``
-(:func:`graphmem.ops.retrieve.rank_candidates`). ``score="two_phase"`` opts into ranking by learned
-utility: results are then ordered by the two-phase score and ``item.score`` is that score
-(z-scores: relative to the pool, so not comparable across queries). Without a query, results
-are ordered by ``updated_at`` (newest first), then key. Items put with ``index=False`` have no
-vector: a query search lists them after the ranked ones when the page has room (as
-InMemoryStore does).
-
-Differences from LangGraph's InMemoryStore, on purpose: semantic search works without an
-``index`` config (the memory's embedder embeds the whole value); ops in one ``batch`` run in
-order (reads see earlier puts); the writes of a run of consecutive puts are one atomic upsert
-(stale vector notes of a re-put item are removed after it, and ignored until then); TTL is not
-supported (``supports_ttl = False``: a ``ttl`` raises NotImplementedError). The store holds no
-lock of its own: both graphmem stores are safe to share between threads (Neo4j opens a session
-per call), so threads run their operations concurrently.
-
-Async (``aget``, ``asearch``, ``aput``, ``abatch``): on Neo4j the ops run on the async driver
-(:class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore`), so coroutines on one event loop overlap
-their round trips without a thread each; embedding runs in a worker thread. The ops are written
-once, as coroutines over the store's primitives: :meth:`~GraphMemoryStore.batch` runs the same
-code on the blocking store (:func:`~graphmem.stores.neo4j_tx.drive`). On the embedded store,
-``abatch`` runs ``batch`` in a worker thread.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.integrations.langgraph_store``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

@@ -1,21 +1,7 @@
 """graphmem as a Model Context Protocol server, for agents outside LangGraph (Claude Desktop,
 IDE agents) and for LangGraph agents through ``langchain-mcp-adapters``.
 
-Five tools over one :class:`GraphMemory`:
-
-- ``search_memory``: two-phase retrieval; each hit carries its score parts (sim, q, their
-  z-scores, the final score) and the search opens an episode (or adds to ``episode_id``);
-- ``save_note``: store a Zettelkasten note (keywords, tags and context extracted);
-- ``build_from_trajectory``: turn a finished task's steps into a procedure;
-- ``report_outcome``: finish an episode with a reward inside the configured reward range,
-  crediting what it retrieved, or, given ``used`` ids, only the hits the agent used; a repeat
-  with the same reward replays the recorded outcome (``replayed: true``) and credits nothing;
-- ``memory_history``: the versions, links and episodes that shaped a memory.
-
-The server is stateless between calls: an episode is named by the id ``search_memory`` returns.
-Each call works in one namespace: the server's own when it was started with one (a call naming
-another is refused, so a client cannot read or write beside it), else the one the call names.
-Run it with ``graphmem mcp`` (stdio, or ``--transport http``); see :mod:`graphmem.cli.mcp`.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.integrations.mcp_server``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

@@ -1,19 +1,10 @@
 """Run a real Neo4j 5.26 Community server without Docker, from Maven Central jars.
 
-The jars are fetched once with Maven into a cached Neo4j home (``~/.cache/graphmem/neo4j/<version>``
-or ``GRAPHMEM_NEO4J_HOME``; see :mod:`graphmem.launcher.jars`). Each server instance lives in its
-own data directory holding its ``conf/neo4j.conf`` (rendered from the packaged template),
-databases, logs and pid file. The server is ``org.neo4j.server.CommunityEntryPoint`` on Java 17,
-started detached.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.launcher.server``.
 
 >>> server = Neo4jServer(Path("/tmp/neo4j-dev"), bolt_port=7687, http_port=7474)
 >>> started = server.start(password="a-long-secret")  # doctest: +SKIP
 >>> server.stop()  # doctest: +SKIP
-
-Passwords never reach a command line, a log or an error message: the initial password is set
-through a private Java argument file that is deleted right after use. The data directory and
-what graphmem writes in it are owner-only (0700/0600), and the server runs with umask 077, so
-the databases, logs and conf are private too.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Content checks: a model reply that passes its schema but is worse than the fallback is refused.
 
-Small models answer in the right shape and still write things the deterministic fallback would
-never store: a script with the prompt's markup copied in (``]go to garden``, ``notes: …``) or
-with steps that are no action of the trajectory, a generic tip ("try again with another step"),
-a one-word context, a link reason about nothing either memory says. Each check raises
-:class:`InvalidOutput` saying what is wrong (the retry is told so); when every try fails, the
-fallback answers. Where a reply is only as good as the fallback's, the fallback wins: a check
-accepts a reply only when it is grounded in what the model was shown.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.llm.checks``.
 
 >>> script_check("take the key", ["take key", "open door"], success=True)(
 ...     Script(steps=["take the key", "open the door"]))

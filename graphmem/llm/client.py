@@ -1,14 +1,6 @@
 """``MemoryLLM``: the chat model behind graphmem's LLM steps, with validated JSON output.
 
-Any LangChain ``BaseChatModel`` works; :meth:`MemoryLLM.from_openai` builds a ``ChatOpenAI`` for
-any OpenAI-compatible endpoint (llama.cpp, vLLM, Ollama, LM Studio, OpenAI), with a cap on
-output tokens, a timeout, and no hidden SDK retries. Each request is constrained to the
-operation's schema in the strongest form the server takes (:mod:`graphmem.llm.output`), and
-the reply is parsed and validated against the operation's pydantic model plus content checks
-(no placeholders, no copies of the instructions). Invalid output is retried with a repair
-prompt; failed requests are retried unless the error is permanent (wrong key, URL or model),
-which disables the endpoint for the rest of the run with a one-line reason. Every request the
-server saw counts in :attr:`MemoryLLM.usage` and against the operation's :class:`CallBudget`.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.llm.client``.
 
 >>> from langchain_core.language_models.fake_chat_models import FakeListChatModel
 >>> llm = MemoryLLM(FakeListChatModel(responses=['{"keywords": ["fridge", "apple"]}']))

@@ -1,22 +1,6 @@
 """How a reply is constrained to an operation's schema: the output modes and their requests.
 
-Servers differ in what they can enforce, so graphmem asks in the strongest form the server
-takes and validates the answer itself whatever the mode:
-
-- ``json_schema``: ``response_format={"type": "json_schema", ...}`` with the operation's schema
-  (OpenAI structured outputs; llama.cpp, vLLM and others turn it into a grammar, so even a small
-  model cannot write anything but a matching object);
-- ``tool``: the schema as the one tool the model must call (tool-calling servers);
-- ``json``: ``response_format={"type": "json_object", "schema": ...}`` (llama-cpp-python's
-  server enforces the schema this way; elsewhere JSON, not necessarily the right shape);
-- ``prompt``: nothing but the instructions; the object is parsed out of free text.
-
-``auto`` starts at ``json_schema`` and steps down when the chat model cannot bind a mode or the
-server rejects it (see :func:`rejects_mode`). For langchain-openai's chat models the request
-is bound directly (``response_format`` or a forced tool) and nothing parses the reply but the
-client, which bounds it first; other chat models go through LangChain's
-``with_structured_output(..., include_raw=True)``, of which only the raw message is used. Either
-way usage metadata and validation stay in one place.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.llm.output``.
 
 >>> output_schema(__import__("graphmem.llm.schemas", fromlist=["x"]).TaskKeywords)["required"]
 ['keywords']

@@ -1,15 +1,6 @@
 """One deadline and one size bound per chat request, down at the socket.
 
-httpx's timeouts bound each socket operation, not a request: a server that sends its headers and
-then one byte every two seconds never trips a 5 s read timeout. Here every connect, write and
-read of a request is given only the time left until the request's deadline, and the bytes of
-the reply are counted, so a request ends at its deadline (``httpx.ReadTimeout``) or when the
-reply outgrows its bound (:class:`ReplyTooLarge`), whatever the server does. Either way httpcore
-closes the connection, which is how a server learns to stop generating.
-
-The bounds are set per request with :func:`request_limits` (a context variable, so they follow
-the request through LangChain and the OpenAI SDK on the calling thread);
-:func:`bounded_http_client` is the ``httpx.Client`` that honours them.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.llm.transport``.
 
 >>> with request_limits(5.0, max_bytes=1000) as limits:
 ...     0 < limits.remaining() <= 5.0

@@ -1,24 +1,6 @@
 """Build: turn a trajectory into procedural memory (Mem^p ``m = B(τ, r)``), and notes (A-MEM).
 
-Shapes written per granularity (docs/design.md §1). The first procedure is *the retrievable unit*:
-it carries the key embedding and the utility Q; one build is one retrievable memory.
-
-- ``trajectory``: ``(Task)-[:SOLVED_BY]->(Procedure trajectory)-[:FIRST_STEP]->(Step)-[:NEXT]->…``
-- ``script``: ``(Task)-[:SOLVED_BY]->(Procedure script, script text)-[:FIRST_STEP]->(Step)…`` —
-  the agent is shown the script; the raw steps stay under it as provenance (nothing is lost, and
-  update/reflection can still read what was done).
-- ``proceduralized``: ``(Task)-[:SOLVED_BY]->(Procedure proceduralized, script text)
-  -[:DISTILLED_FROM]->(Procedure trajectory)-[:FIRST_STEP]->(Step)…``, the Task SOLVED_BY both.
-  Only the script procedure is embedded, so the pair is recalled once (not as two look-alikes
-  competing for the k2 slots and splitting Q credit); the steps are reached through
-  DISTILLED_FROM (see :func:`procedure_chain`).
-
-Steps carry no embedding: they are reached by walking the chain from a recalled procedure, and
-a lone action ("go north") is a poor retrieval key that would multiply the vector index by the
-trajectory length.
-
-All LLM calls happen before the store is touched; the memories of one build are written in a
-single ``store.upsert`` (all or nothing).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.build``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

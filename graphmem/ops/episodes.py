@@ -1,16 +1,6 @@
 """Episodes: the unit of credit assignment (MemRL, docs/design.md §2.3).
 
-An :class:`~graphmem.models.Episode` records what a retrieval put in the agent's context, as
-``(Episode)-[:RETRIEVED {rank, sim, q, score}]->(Memory)`` edges. When the episode ends with
-reward R, :func:`finish_episode` applies ``Q ← Q + α(R − Q)`` to the memories its credit policy
-picks and closes the episode, as one atomic store operation (``MemoryStore.finish_episode``) that
-is idempotent by episode id: however often it is retried, repeated or raced, the reward is
-credited once.
-
-Offered vs used: the RETRIEVED edges are everything the episode was offered. A caller that knows
-which of them it acted on marks them used (``finish_episode(..., used=[ids])`` or
-:func:`mark_used`, ``used: true`` on the edge); with the ``used`` credit policy (the default when
-``used`` is given) only those are credited, and the memories offered but not used keep their Q.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.episodes``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -20,8 +10,6 @@ which of them it acted on marks them used (``finish_episode(..., used=[ids])`` o
 >>> outcome = mem.finish_episode("demo", r.episode_id, reward=1.0)
 >>> round(outcome.q[note.id], 3)  # 0.5 + 0.1 * (1.0 - 0.5)
 0.55
-
-Credit by use: only what the agent marks used moves.
 
 >>> other = mem.add_note("demo", "Basil likes sun.")
 >>> r = mem.retrieve("demo", "basil care", kinds=("Note",), open_episode=True)

@@ -1,30 +1,6 @@
 """Evolve: A-MEM memory evolution — link a memory to its neighbours, refresh them as versions.
 
-For a memory ``m`` (a Note, Procedure, Tip or Task with an embedding):
-
-1. recall its nearest live neighbours of the same kind (``EvolutionConfig.max_neighbours``, at
-   least ``min_similarity`` similar), leaving out itself and memories already joined to it by
-   LINKS_TO / EVOLVED_FROM / SUPERSEDES / DISTILLED_FROM; with none, nothing evolves;
-2. ``decide_links`` through the LLM layer within ``max_llm_calls`` requests (offline rule: link
-   every neighbour at least ``link_threshold`` similar, refresh none);
-3. write ``(m)-[:LINKS_TO {reason, strength}]->(neighbour)`` for each chosen link;
-4. refresh up to ``max_updates`` neighbours' context/tags as **new versions**, never in place:
-   a new node (new id, ``version + 1``, same content, new context/tags, re-embedded since the
-   note's embedding covers context and tags) with ``(new)-[:EVOLVED_FROM {at, change}]->(old)``;
-   the old one stays with all its fields and is marked obsolete (``"evolved into <new id>"``).
-
-Decisions on versions, so nothing learned or linked is lost:
-
-- the new version carries the old one's utility (q, q_updates, uses, successes): the content the
-  agent found useful is unchanged, so its learned Q still applies;
-- the old version's LINKS_TO (both ways) and incoming ABOUT edges are copied onto the new version
-  (they describe the content, which did not change); RETRIEVED edges stay on the old version
-  (those episodes saw that version; :func:`graphmem.ops.history.history` follows the versions to
-  them), as do EVOLVED_FROM / SUPERSEDES (the version history itself);
-- only Notes have context and tags; update decisions about other kinds are ignored (links still
-  apply). Steps and Episodes do not evolve.
-
-Everything an evolution writes goes in one atomic ``upsert``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.evolve``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

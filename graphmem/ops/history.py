@@ -1,14 +1,6 @@
 """History: the versions, links and episodes that shaped a memory, as data and as text.
 
-- **versions**: the memory's lineage, walking EVOLVED_FROM both ways (older and newer versions,
-  by evolution or adjustment), oldest first, each with the change that made it;
-- **links**: the memory's own LINKS_TO (out and in), SUPERSEDES (both ways), DISTILLED_FROM
-  (both ways), SOLVED_BY (its tasks / procedures) and ABOUT edges (tips about it, or what a tip
-  is about);
-- **episodes**: the finished episodes that retrieved any version, with their rewards and how
-  each moved that version's Q (from :func:`graphmem.ops.episodes.q_history`).
-
-Obsolete memories have a history too: that is how a demoted or replaced memory stays explainable.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.history``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

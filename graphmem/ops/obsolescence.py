@@ -1,16 +1,6 @@
 """Obsolescence: demote memories that keep failing, supersede replaced ones — never delete.
 
-A demoted memory is marked ``obsolete`` with a reason: retrieval skips it, the graph keeps it
-(``get`` and ``history`` still show it, with every edge it had). Two ways to become obsolete:
-
-- *demotion* (Mem^p "Remove(M_obso)", made reversible by :func:`restore`): after at least
-  ``min_uses`` uses its Q is still below a threshold that follows Q0 and the rewards
-  (:class:`~graphmem.config.ObsolescenceConfig`); never the best live procedure of a task,
-  nor the best live note of a subject (so never the only memory of either);
-- *supersession*: a replacement proved itself (``(new)-[:SUPERSEDES {at}]->(old)``), and the old
-  one is marked obsolete with the reason ``"superseded by <new id>"``.
-
-Only an explicit ``GraphMemory.delete`` removes memories (and the orphans they leave).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.obsolescence``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

@@ -1,11 +1,6 @@
 """Re-embed a namespace with another embedder, and record that embedder.
 
-Every memory that has an embedding gets its ``embed_text()`` embedded again with the new
-embedder, in batches; nothing else about it changes (content, Q, versions, edges). The
-namespace's record says the re-embed is under way (``pending``) from before the first batch
-until after the last, and while it does no embedder may use the namespace: a re-embed that
-stopped half way (a crash, Ctrl-C) leaves a namespace that refuses every use until the same
-command is run again, which embeds everything again and is safe to repeat.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.reembed``.
 
 >>> from graphmem import EmbeddedStore, GraphMemory, HashingEmbedder
 >>> store = EmbeddedStore.in_memory()

@@ -1,20 +1,6 @@
 """Two-phase retrieval with learned utility (MemRL, docs/design.md §2.2).
 
-Phase A recalls the ``k1`` memories most similar to the query (within the namespace, above the
-similarity floor, skipping obsolete and superseded memories). Phase B ranks that candidate pool by
-``score = (1-λ)·ẑ(sim) + λ·ẑ(Q)``, where ẑ is the z-score over the pool (population std; a pool
-with zero spread contributes 0), and keeps the top ``k2``. Every :class:`Hit` reports its parts.
-
-Policies: ``similarity`` embeds the query, ``keywords`` its extracted keywords (Mem^p's
-AveFact key), ``random`` samples k1 live memories (seeded): their sim is reported but does not
-rank them, so with λ=0 the selection is uniformly random. ε-greedy (``epsilon``) replaces the
-selection, with that probability, by a random choice among the candidates (``explored=True``).
-A given ``seed`` gives one random stream per GraphMemory: the same calls give the same picks.
-
-Superseded memories: the update engineer marks a memory ``obsolete`` when something SUPERSEDES
-it, and the stores' ``recall`` skips obsolete memories. Retrieval relies on that and *also* drops
-candidates that have an incoming SUPERSEDES edge (one store read for the pool), so a graph
-edited by hand or imported from elsewhere is still read correctly.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.retrieve``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

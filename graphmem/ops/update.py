@@ -1,45 +1,6 @@
 """Update: the memory set after an episode, ``M(t+1) = U(M(t), E(t), τ_t)`` (Mem^p).
 
-Strategies (:class:`~graphmem.config.UpdateStrategy`):
-
-- ``vanilla``: build every trajectory, failed ones included (as ``success=False`` procedures);
-- ``validation``: build only successful trajectories;
-- ``adjustment``: build successful ones; reflect on failures (below).
-
-Reflection on a failure (adjustment), all LLM calls before any write, one atomic write after:
-
-1. a *reference*: the best successful procedure of a similar task (recalled by the task key,
-   at least ``UpdateConfig.reference_floor`` similar; this very task's first, then the most
-   similar, then the highest Q), whose steps ground the reflection;
-2. ``reflect`` through the LLM layer (offline rule without a model: the attempt aligned with
-   the reference, the first reference step it missed or got wrong; else the action repeated
-   without progress, else the last action);
-3. a :class:`~graphmem.models.Tip` (EMPO² "tip", Mem^p "adjustment"), ``ABOUT`` the task and the
-   procedures the episode retrieved (identical tips are stored once and gain edges);
-4. for a retrieved procedure that failed, a *corrected procedure* (a script with its own step
-   chain) that ``EVOLVED_FROM {at, change}`` it. Its steps, first that applies:
-   the model's corrected steps; else the reference's steps (when the reference is another
-   procedure); else, only when the failing procedure was itself a failed attempt, the failed
-   trajectory cut before the step that went wrong, with the tip as the script's note. No
-   correction is written when it would repeat the procedure's own steps (the failure was not the
-   procedure's: the tip carries the lesson); ``UpdateResult.not_corrected`` says why, per
-   procedure.
-
-The Task a reflection is about is the one ``build`` keyed for the task text, whatever
-``key_mode`` it was given (the task a retrieved procedure of that text hangs off, else one of
-that text under any key mode); only a task never built gets a new Task.
-
-The failing procedure is kept live: the correction starts at the neutral Q0 and competes with it
-in retrieval; when an episode that used the correction succeeds and the correction's Q passes the
-original's, the correction ``SUPERSEDES`` it and the original becomes obsolete
-(:func:`graphmem.ops.obsolescence.validate_replacements`). ``success`` on a correction means its
-steps are meant as a complete solution (reference or model); a cut prefix is ``success=False``.
-
-After any strategy, the memories the episode retrieved are checked for demotion
-(:mod:`graphmem.ops.obsolescence`), once their utilities have moved (``finish_episode`` first): the
-threshold follows Q0 and the rewards, the best live procedure of a task is kept (with a
-warning), and each demotion is logged, returned in ``UpdateResult.demoted`` and undone by
-``GraphMemory.restore``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.ops.update``.
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore

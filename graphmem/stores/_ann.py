@@ -1,24 +1,7 @@
 """The approximate-nearest-neighbour graph (usearch HNSW) over a namespace's vectors, the
 thread that builds it, and its file.
 
-Only an acceleration structure, derived from the vectors: it proposes candidates, which the
-caller filters and re-scores exactly, so a similarity it returns is always the exact cosine.
-Its keys are 64-bit hashes of memory ids (:func:`key_of`), not row numbers, so a graph saved by
-one process fits the rows another process assigns on loading the same memories. It is built
-and kept in step by one background thread (:data:`BUILDER`), never on a query's path; a graph
-that is damaged, stale or missing is simply rebuilt. Without the ``usearch`` package
-:func:`available` is false and every search is exact.
-
-usearch over faiss-cpu's HNSW (bench/results/ann_embedded.md, 100k MiniLM embeddings): faiss
-searched faster (p50 0.37 vs 0.84 ms) at recall@5 1.0 vs 0.99, both far inside the budget;
-usearch removes and re-adds by key, which updates and deletes need (faiss HNSW cannot remove),
-releases the GIL while it adds, saves to and restores from bytes, and its wheel is a tenth of
-the size.
-
-File ``ann-<digest of the namespace>.usearch`` in the store directory: one JSON header line
-(format, namespace, dimension, the generation and log prefix it reflects, the crc32 of the
-graph bytes), then the graph as usearch serialises it. The crc is checked before usearch reads
-a byte of it.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._ann``.
 """
 
 from __future__ import annotations

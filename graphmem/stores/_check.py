@@ -1,23 +1,6 @@
 """Checking and repairing an embedded store's files (``graphmem store check|repair``).
 
-A check replays the store exactly as opening it would (snapshot, checksums, every log record)
-but reports instead of raising, and changes nothing. A repair can only do what is safe without
-guessing: cut the log back to its last intact record, after saving the cut bytes beside it.
-It is the only way a whole record that fails its checksum leaves the log, the last one included
-(opening refuses such a store); only an unfinished last line is cut by an open.
-Records after a corrupt one are cut too, since they may depend on it (an edge to a node the bad
-record created); the saved copy keeps them for a person to look at. A damaged snapshot cannot be
-repaired this way, and the repair says so.
-
-The keyword index (``_fulltext``) lives in memory only: the check follows the replay with one
-kept in step record by record, as a store does, and compares it with one built from scratch from
-the memories the replay ends with (``text_problems`` when they differ or SQLite finds the
-tables unsound).
-
-The approximate indexes saved beside the data (``ann-*.usearch``, see ``_ann_files``) are
-checked too: each must be intact, of this generation and log, and hold exactly the vectors of
-its namespace as they were at the log offset it was saved at. A bad one is reported apart from
-the data (it is derived from it) and a repair deletes it; the next open rebuilds it.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._check``.
 """
 
 from __future__ import annotations

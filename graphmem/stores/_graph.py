@@ -1,20 +1,6 @@
 """The embedded store's graph of one namespace: packed memories and typed, directed edges.
 
-Every container here maps strings to tuples of strings or to packed records (``_packed``), so
-CPython's garbage collector can stop tracking all of them. A networkx graph kept three
-dicts of dicts per namespace (nodes, successors, predecessors); the collector never untracks a
-dict that holds dicts, and a full collection walked those three dicts' 100k entries each,
-touching every entry's header: 35-90 ms per collection at 100k memories, with every thread
-stopped. Adjacency here is a tuple per node, rebuilt when an edge comes or goes (a node's
-degree is small; a hub retrieved ten thousand times rebuilds a ten-thousand-entry tuple, a few
-microseconds).
-
-A dict is tracked as soon as it holds one tracked object, and only a full collection untracks it
-again. A new tuple is tracked until a collection has seen it, so while memories were being
-added the dict of all memories stayed tracked and every full collection walked it (at 300k
-memories ~45 ms of CPU each during an ingest, 8 ms once it was over). Each map here is therefore
-a :class:`SettlingMap`: new entries go into a small dict, and move into the large one only once
-the collector has untracked them, so the large one is never tracked.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._graph``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """The embedded store's files: a generation pointer, snapshots and a write-ahead log.
 
-Layout of a store directory::
-
-    lock                 fcntl lock file (never removed)
-    CURRENT              {"format": ..., "generation": g, checksums}, replaced atomically
-    snapshot-<g>.json    the state at the start of generation g (absent for an empty g)
-    vectors-<g>.npy      the float32 rows that snapshot's nodes refer to
-    wal-<g>.jsonl        one line per write committed since that snapshot
-
-Each log line is ``<crc32 of the JSON, 8 hex digits> <JSON>``, so a flipped byte is detected
-instead of being replayed as a different record; lines of format-1 stores carry no checksum
-(they start with ``{``) and are still read. ``CURRENT`` holds the crc32 of the snapshot and
-vectors files it names. A record's newline is the last byte written, so bytes after the log's
-last newline are a write that never finished (a writer killed mid-append, never acknowledged)
-and are cut off. A line with its newline was written whole and fsynced: a bad checksum there is
-corruption, the last line included, reported with the file and byte offset and left on disk
-for ``graphmem store check|repair``. Everything is created owner-only (directory 0700, files
-0600): memories can be private.
-
-``CURRENT`` is the commit point of a compaction: the new snapshot and an empty log are written
-and fsynced first, then ``CURRENT`` is renamed over the old one and the directory fsynced, and
-only then are the old generation's files removed. A crash at any point leaves either the old or
-the new generation whole. A compaction that fails before the switch (a full disk) removes what
-it wrote, temp files included; whatever a crash leaves is removed on the next open. Callers hold
-the store lock around every method here.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._journal``.
 """
 
 from __future__ import annotations

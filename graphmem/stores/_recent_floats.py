@@ -1,20 +1,6 @@
 """The embeddings of the memories a store handed out last, kept as Python floats.
 
-Every read of the embedded store hands out a private model, its embedding a list of Python
-floats made from the stored float32 row: 384 of them cost ~10 µs (6 µs through the buffer
-protocol, :func:`~graphmem.stores._vectors.row_floats`), as much as the rest of the model. An
-agent recalls the same few memories again and again, so the store keeps the floats of the last
-:data:`FLOATS_KEPT` embeddings it handed out, and a later copy is a new list of the same
-(immutable) floats, ~1 µs.
-
-They are kept in tuples, never lists: a list stays tracked by CPython's collector for good and
-every full collection visits each of its items, so 1,024 embeddings kept as lists of 384 floats
-made each full collection of a 2,000-memory store 17 ms longer (25 → 42 ms, median of 5 × 15 on a
-slow day); a tuple of floats (and the tuple holding it with the row's bytes) is untracked once a
-collection has seen it.
-
-An entry holds the bytes of the row it was made from and is used only while the row still holds
-them, so no write path has to tell it anything.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._recent_floats``.
 """
 
 from __future__ import annotations

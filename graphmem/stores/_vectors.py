@@ -1,29 +1,7 @@
 """A namespace's embeddings as float32 rows, searched by brute-force cosine similarity or, above
 a size threshold, through an approximate index.
 
-Rows hold the vectors exactly as stored (float32); a parallel array holds each row's inverse
-norm, so a query costs one matrix-vector product per block. Freed rows are reused. The rows live
-in blocks of ``BLOCK_ROWS``: the first doubles until it is that large, and after it each growth
-adds a block, so growing never copies more than half a block (a contiguous matrix of a million
-rows copied 1.6 GB under the write lock at its last doubling, into memory it first had to
-fault in, and kept a doubled spare beside it) and capacity exceeds the rows by less than a
-block.
-Per-row kind codes and obsolete flags let recall filter before ranking, so a filter never
-shrinks the top-k below what the namespace holds.
-
-The approximate index (:mod:`graphmem.stores._ann`, usearch HNSW). From ``ann_threshold`` live
-rows a namespace gets a graph keyed by memory-id hashes, built and kept in step by the
-background builder thread: every write marks the keys it touched *pending* (a dict under a
-lock held for microseconds), and the builder takes pending keys a chunk at a time under the
-index lock and puts their current vectors into the graph (or removes them). So at any moment
-when the index lock is free, every key whose graph entry may differ from its row is pending. A
-search tries the index lock without waiting: if it gets it and no more than
-``ANN_PENDING_LIMIT`` keys are pending, its candidates are the graph's over-fetched neighbours
-plus the pending rows, filtered and re-scored exactly; otherwise (the builder is mid-chunk, or
-still catching up, as after the threshold is first crossed) it scans exactly. A search never
-waits for index work, and a write waits at most one chunk, only to drop or restart a graph.
-Below ``ann_threshold // 2`` rows the graph is dropped; one with many removals' tombstones is
-rebuilt. Without usearch every search is exact.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._vectors``.
 """
 
 from __future__ import annotations

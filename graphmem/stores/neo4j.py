@@ -1,20 +1,6 @@
 """The Neo4j store: the memory graph in Neo4j 5.26 (Community is enough).
 
-Every memory is a node labelled ``Memory`` plus its kind, with flat primitive properties (the
-model's JSON form: datetimes as ISO strings, lists of strings, the embedding as a float list);
-edges are relationships of their kind. All Cypher lives in :mod:`graphmem.stores.cypher`.
-Writes are batched with UNWIND inside managed transactions, which the driver retries on
-transient errors; ``neo4j://`` routing URIs work unchanged.
-
-The schema (constraints, vector and full-text indexes) is applied explicitly with
-:func:`graphmem.stores.neo4j_schema.setup` or ``graphmem schema apply``, never by the constructor.
-The one exception: if the uniqueness constraints are missing, the first write that can create a node
-creates them (dimension-free and idempotent), since without them concurrent saves of one id
-make duplicates; see :meth:`Neo4jStore.ensure_constraints`.
-
-The operations themselves are in :mod:`graphmem.stores.neo4j_ops`, shared with
-:class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` (the same database from async code, on
-``neo4j.AsyncDriver``); this class runs them on the blocking driver.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j``.
 
 >>> store = Neo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "secret")  # doctest: +SKIP
 >>> store.setup(384)  # doctest: +SKIP

@@ -1,16 +1,7 @@
 """The Neo4j store for async code: the same graph, operations and guarantees as
 :class:`~graphmem.stores.neo4j.Neo4jStore`, awaited on ``neo4j.AsyncDriver``.
 
-Many coroutines on one event loop share one store: each call opens its own session (the driver
-pools connections), so none waits for another's round trip, and no thread is involved. The
-operations are those of :mod:`graphmem.stores.neo4j_ops`, the very code the blocking store runs:
-same Cypher, same retries, same decoding, same errors. Methods have the names of
-:class:`~graphmem.stores.base.MemoryStore`'s primitives; ``dimension()`` is a method, and
-``iter_nodes`` / ``iter_edges`` are async iterators. Apply the schema with
-``graphmem schema apply`` or :meth:`Neo4jStore.setup`.
-
-An async driver's connections belong to the event loop that opened them: use a store on one
-loop, and close it there.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_async``.
 
 >>> async def main() -> None:
 ...     async with await AsyncNeo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "pw") as store:

@@ -1,38 +1,6 @@
 """Vector recall on Neo4j: the shared vector index first, an exact scan when it cannot answer.
 
-On Neo4j 2026.01 and later, with the index created to carry the filter key (namespace, kind and
-obsolete flag in one property; ``graphmem schema apply`` does so there), recall filters inside
-the index (``SEARCH … WHERE m.filter_key IN …``, one predicate). It asks the index for
-``search_candidates(k)`` candidates in a database of more than ``SMALL_DATABASE`` memories
-(the store's ``search_width``, 50 unless set, and at least k), not k: the HNSW search's beam is
-as wide as its limit, and a beam of k found only 81–84 % of the true top 5 among a million
-memories. In a smaller database a beam of k finds them all, and a wider one only costs time;
-every search's rows carry the database's count of memories, and the store sizes the next beam
-by it. The server orders the candidates by the index's score and ships, of the best
-``shipped(k)``, those whose score is within ``ship_margin`` of the k-th best's (usually k of
-them). An index built before the key, which carries the three properties, is
-searched with three predicates until ``schema apply`` replaces it. Older servers use the path
-below.
-
-The vector index holds every namespace, so a namespace's memories can be crowded out of its
-top results by other namespaces (or by other kinds, or obsolete memories). Recall therefore asks
-the index for more candidates than k (at least ``max(4k, MIN_CANDIDATES)``) and filters what it
-returns by namespace, kind and obsolete flag. When fewer than k survive, the namespace is a small
-share of the index: one of at most ``EXACT_MAX`` memories (counted by an index seek that stops
-there) is scanned exactly, which beats digging it out of the shared index; a larger one is asked
-again for as many candidates as should hold 2k of it, its share judged by the first answer, and
-after that the count grows fourfold. When the index has run dry (it returned fewer rows than
-asked), the count passed ``MAX_INDEX_CANDIDATES``, or the index is missing, not online or of
-another dimension (schema not applied), an exact scan of the namespace alone answers instead, so
-k results come back whenever the namespace holds k matching memories. Either way the final
-ranking and the reported ``sim`` are exact float64 cosines computed here, not the index's
-approximate scores (which Neo4j also rescales to [0, 1]). The server orders the filtered
-candidates by its own exact cosine and ships only those of the best ``shipped(k)`` within
-``ship_margin`` of the k-th best, and every row says whether it is superseded, so two-phase
-retrieval takes one round trip when the first candidates fill k.
-
-The transaction bodies are coroutines over :class:`~graphmem.stores.neo4j_tx.Tx`, shared by
-both Neo4j stores (see :mod:`graphmem.stores.neo4j_tx`).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_recall``.
 """
 
 from __future__ import annotations

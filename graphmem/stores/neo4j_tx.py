@@ -1,13 +1,6 @@
 """Transaction bodies written once for both Neo4j drivers.
 
-graphmem's Neo4j work is written as coroutines over two small interfaces: :class:`Tx` (run one
-statement, get its records) and :class:`Session` (run a body in a managed read or write
-transaction, which the driver retries on transient errors; or a read-only body whose statements
-each run as an auto-commit transaction, retried here). :class:`~graphmem.stores.neo4j_async.
-AsyncNeo4jStore` awaits them on ``neo4j.AsyncDriver``. :class:`~graphmem.stores.neo4j.Neo4jStore`
-runs the same coroutines on the blocking ``neo4j.Driver``: its adapters never suspend, so
-:func:`drive` finishes each coroutine in one step, with no event loop. One body, one Cypher text,
-one decoding, whichever driver carries it.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_tx``.
 
 >>> async def answer() -> int:
 ...     return 42

@@ -1,21 +1,6 @@
 """The store conformance suite: what every :class:`MemoryStore` must do, as pytest tests.
 
-Subclass :class:`StoreConformance` in a test module and provide a ``store`` fixture::
-
-    import pytest
-    from graphmem.testing import StoreConformance
-
-    class TestMyStore(StoreConformance):
-        @pytest.fixture
-        def store(self):
-            store = MyStore(...)
-            yield store
-            store.close()
-
-Every test writes only to namespaces that start with the ``namespace`` fixture's value (fresh
-per test), so a store shared between tests (a Neo4j database) can be cleaned by deleting those
-namespaces. Vectors have ``store.dimension`` dimensions when the store already has one, else
-:attr:`StoreConformance.dimension` (8).
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.testing.conformance``.
 """
 
 from __future__ import annotations

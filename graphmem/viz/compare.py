@@ -1,12 +1,6 @@
 """What tells a task's procedures apart, what became of each version, and which episodes used them.
 
-A task view can hold many procedures of one task family whose task text reads the same (every
-cookingworld game says "You are hungry! Let's cook a delicious meal."). This module compares
-their steps with the best of them (highest Q, then most uses), so each caption can say what is
-its own — the objects it handles that the best does not, and the ones it lacks ("+ red potato,
-barbeque · − red apple") — and builds the comparison table (one row per procedure, best Q
-first, one column per step of the best, differences marked), the version chains (EVOLVED_FROM,
-with the steps each version added and dropped) and the stories of the episodes that used them.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.viz.compare``.
 
 >>> objects("cook block of cheese in stove")
 ['block of cheese', 'stove']

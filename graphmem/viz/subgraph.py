@@ -1,13 +1,6 @@
 """Collect the part of the memory graph a picture shows, through the store interface only.
 
-- :func:`task_subgraph`: a task's procedural chain(s): Task → SOLVED_BY → Procedures →
-  FIRST_STEP / NEXT Steps, scripts DISTILLED_FROM trajectories, Tips ABOUT any of them, and the
-  EVOLVED_FROM / SUPERSEDES / LINKS_TO edges that connect them to other versions and memories.
-- :func:`episode_subgraph`: what an episode RETRIEVED, with rank, similarity, Q and score, and
-  how each memory's Q moved when the episode's reward was credited.
-- :func:`memory_subgraph`: any memory's neighbourhood (e.g. a note's links, a version history).
-
-Everything works on any :class:`~graphmem.stores.base.MemoryStore`, embedded or Neo4j.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.viz.subgraph``.
 
 >>> from graphmem.stores.embedded import EmbeddedStore
 >>> from graphmem.models import Edge, Procedure, Step, Task

@@ -1,14 +1,6 @@
 """Memory hints for the rule-based agents: plain strings in, structured knowledge out.
 
-A hint is either an action sequence (actions joined by ``;``, ``->`` or newlines) or a fact:
-
-- ``"newspaper belongs in side table"`` (or the action ``"put newspaper in side table"``)
-- ``"newspaper does not belong in fridge"`` (or ``"avoid: put newspaper in fridge"``)
-- ``"grill means cook in barbeque"``
-- ``"block of cheese is found in fridge"``
-
-These are independent of graphmem's models so callers can pass retrieved procedures (their steps'
-actions) and notes alike.
+Why and how, in full: docs/design.md, "Module notes", ``showcase.envs.hints``.
 
 >>> k = parse_hints(["take newspaper; put newspaper in side table", "fry means cook in stove"])
 >>> k.placements["newspaper"], k.cook_devices["fry"]

@@ -1,28 +1,6 @@
 """Following remembered procedures in a new game (Mem^p: plan from the most useful past one).
 
-A :class:`Plan` is a retrieved procedure as the policy sees it: its id, the task it solved and
-its steps (action and observation). A :class:`ProcedureFollower` adapts the plans, best first,
-to the game at hand and proposes their next applicable step; when no step applies the policy
-explores as it would without them. Nothing here knows a particular game:
-
-- **objects are substituted by their role in the text**: an object of the plan that the
-  current game never mentions is bound to the phrase that follows the same words in the current
-  task and observations ("fry the red apple" in the old recipe, "fry the yellow potato" in the
-  new one binds red apple → yellow potato);
-- **a step whose objects are unknown here is skipped**, as is one that is not a valid action
-  now (it may become valid later: the explorer walks, the plan waits), one this game did
-  already, and one the caller rules out (``allow``);
-- **a move is followed only where the layout agrees**: the plan was in the same room and went
-  to a room the current observation shows in that direction;
-- **a step that carried out an instruction of the old game** ("roast the red apple") applies
-  only where this game's text gives its object the same instruction, and **an opening** only
-  for a later step of the plan whose objects are all in this game;
-- **a failed attempt's steps are never followed**; like every offered plan it only hands over
-  the facts its steps showed that hold in any game (:func:`plan_facts`);
-- detours of the old episode (a put taken back later, repeated actions) are dropped.
-
-:meth:`ProcedureFollower.followed` names the plans a step was actually taken from: the agent
-flow credits those (and only those) with the episode's reward.
+Why and how, in full: docs/design.md, "Module notes", ``showcase.envs.procedures``.
 
 >>> plan = Plan("p1", "cook", (("read cookbook", "Directions:\\n fry the red apple"),
 ...                           ("cook red apple in stove", "You fry the red apple with the stove.")))
