@@ -84,28 +84,6 @@ class RetrievalConfig(GraphmemModel):
         default=0.0, ge=0.0, le=1.0, description="ε-greedy exploration (off by default)."
     )
     seed: int | None = Field(default=None, description="Seed for random policy / exploration.")
-    hybrid: bool = Field(
-        default=False,
-        description="Phase A recalls by keywords too: the k1 vector candidates and the text_k "
-        "best by BM25 (the stores' full-text index) are fused (``fusion``) and the fused best "
-        "k1 go to phase B, which then ranks by the fused score where it would by similarity "
-        "(docs/design.md, Hybrid recall).",
-    )
-    text_k: int | None = Field(
-        default=None, ge=1, le=1000, description="Hybrid: keyword candidates (None: k1)."
-    )
-    fusion: Literal["rrf"] = Field(
-        default="rrf",
-        description="Hybrid: how the two rankings are fused; 'rrf' is reciprocal rank fusion, "
-        "Σ weight / (rrf_k + rank).",
-    )
-    rrf_k: int = Field(default=60, ge=1, le=10_000, description="Hybrid: RRF's rank offset.")
-    vector_weight: float = Field(
-        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the vector ranking."
-    )
-    text_weight: float = Field(
-        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the keyword ranking."
-    )
     abstain: bool = Field(
         default=True,
         description="K is a maximum: a candidate whose learned utility counts "
@@ -121,7 +99,10 @@ class RetrievalConfig(GraphmemModel):
         "is compared (0: point estimates; > 0 withholds only what is surely worse).",
     )
     abstain_margin: float = Field(
-        default=0.0, ge=0.0, le=1.0, description="Abstention: how far below the baseline a "
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="Abstention: how far below the baseline a "
         "candidate may be expected to fall and still be handed over.",
     )
     abstain_prior: float = Field(
@@ -147,6 +128,28 @@ class RetrievalConfig(GraphmemModel):
         ge=-1.0,
         le=1.0,
         description="Abstention: least similarity of a Task node to the query to join its cluster.",
+    )
+    hybrid: bool = Field(
+        default=False,
+        description="Phase A recalls by keywords too: the k1 vector candidates and the text_k "
+        "best by BM25 (the stores' full-text index) are fused (``fusion``) and the fused best "
+        "k1 go to phase B, which then ranks by the fused score where it would by similarity "
+        "(docs/design.md, Hybrid recall).",
+    )
+    text_k: int | None = Field(
+        default=None, ge=1, le=1000, description="Hybrid: keyword candidates (None: k1)."
+    )
+    fusion: Literal["rrf"] = Field(
+        default="rrf",
+        description="Hybrid: how the two rankings are fused; 'rrf' is reciprocal rank fusion, "
+        "Σ weight / (rrf_k + rank).",
+    )
+    rrf_k: int = Field(default=60, ge=1, le=10_000, description="Hybrid: RRF's rank offset.")
+    vector_weight: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the vector ranking."
+    )
+    text_weight: float = Field(
+        default=1.0, ge=0.0, le=100.0, description="Hybrid: weight of the keyword ranking."
     )
 
 
@@ -237,70 +240,6 @@ class EvolutionConfig(GraphmemModel):
     )
 
 
-class ConsolidationConfig(GraphmemModel):
-    """Consolidation (docs/design.md, "Consolidation"): look-alike memories become one
-    versioned memory whose uses and Q pool their evidence, and a note that contradicts a live
-    note of its subject becomes that note's new version (:mod:`graphmem.ops.consolidation`).
-
-    Procedures merge when they belong to one task cluster (their keys at least
-    ``task_similarity`` similar) and their step chains match under ``step_match``: ``exact``
-    (the same actions, case, punctuation and articles folded) or ``skeleton`` (the same actions
-    after a consistent renaming of their object phrases: "take red apple, slice red apple" and
-    "take yellow potato, slice yellow potato"). Notes merge when they have the same subject and
-    the same content (lines folded and sorted).
-
-    >>> ConsolidationConfig().enabled
-    False
-    """
-
-    enabled: bool = Field(
-        default=False,
-        description="Consolidate on write (build, add_note); GraphMemory.consolidate sweeps "
-        "a namespace either way. Off by default (docs/design.md says what it measured).",
-    )
-    kinds: tuple[MemoryKind, ...] = Field(
-        default=(MemoryKind.PROCEDURE, MemoryKind.NOTE),
-        description="Kinds that consolidate (Procedure, Note).",
-    )
-    task_similarity: float = Field(
-        default=0.9,
-        ge=-1.0,
-        le=1.0,
-        description="Least cosine similarity of two procedures' keys for one task cluster.",
-    )
-    step_match: Literal["exact", "skeleton"] = Field(
-        default="skeleton",
-        description="How two procedures' steps must match: 'exact' (same normalised actions) "
-        "or 'skeleton' (same after a consistent renaming of object phrases).",
-    )
-    note_similarity: float = Field(
-        default=0.5,
-        ge=-1.0,
-        le=1.0,
-        description="Least cosine similarity of a note looked at as a same-subject candidate.",
-    )
-    max_candidates: int = Field(
-        default=10, ge=1, le=1000, description="Nearest memories looked at per written memory."
-    )
-    contradictions: bool = Field(
-        default=True,
-        description="A note contradicting a live note of its subject becomes its new version.",
-    )
-    llm_contradiction: bool = Field(
-        default=False,
-        description="Also ask the chat model (when one is configured) whether same-subject "
-        "notes the rule finds compatible contradict each other.",
-    )
-    max_llm_calls: int = Field(default=2, ge=0, description="LLM calls per contradiction check.")
-
-    @model_validator(mode="after")
-    def _kinds(self) -> ConsolidationConfig:
-        bad = sorted({k.value for k in self.kinds} - {"Procedure", "Note"})
-        if bad:
-            raise ConfigError(f"consolidation merges procedures and notes, not {', '.join(bad)}")
-        return self
-
-
 RetentionPolicy = Literal["utility", "recency", "lru", "fifo", "random"]
 RETENTION_POLICIES: tuple[RetentionPolicy, ...] = ("utility", "recency", "lru", "fifo", "random")
 """How :mod:`graphmem.ops.retention` picks what to evict (docs/design.md, Retention)."""
@@ -331,9 +270,10 @@ class RetentionConfig(GraphmemModel):
     )
     policy: RetentionPolicy = Field(
         default="utility",
-        description="What is evicted first: 'utility' the lowest lower confidence bound on Q "
-        "(few uses = uncertain, so an untried memory ranks below a proven one of equal Q), "
-        "memories younger than ``grace_episodes`` last; 'recency' the weakest by a forgetting "
+        description="What is evicted first: 'utility' the lowest expected reward (Q, with a "
+        "procedure's source game as its first use; the running average keeps it near Q0 while "
+        "uses are few), less ``confidence`` times its uncertainty, memories younger than "
+        "``grace_episodes`` last; 'recency' the weakest by a forgetting "
         "curve (time since last use over 1 + uses); 'lru' the least recently used or "
         "changed (updated_at); 'fifo' the oldest written; 'random' a fixed pseudo-random "
         "order.",
@@ -354,10 +294,12 @@ class RetentionConfig(GraphmemModel):
         "only when nothing older is left (new memories get a chance to be tried).",
     )
     confidence: float = Field(
-        default=1.0,
+        default=0.0,
         ge=0.0,
         le=10.0,
-        description="'utility': width of the bound in reward half-ranges per 1/sqrt(1 + uses).",
+        description="'utility': rank by a lower confidence bound, Q less this many reward "
+        "half-ranges over sqrt(1 + uses). 0 (default, chosen on the dev range, docs/design.md): "
+        "Q alone.",
     )
     seed: int = Field(default=0, description="'random': seed of the fixed eviction order.")
 

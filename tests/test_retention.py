@@ -195,7 +195,20 @@ def test_utility_counts_uncertainty(store: MemoryStore, namespace: str) -> None:
     mem = memory(store)
     put_note(mem, namespace, "tried", q=0.6, uses=20, created_at=days(0), updated_at=days(0))
     put_note(mem, namespace, "once", q=0.6, uses=1, created_at=days(1), updated_at=days(1))
-    assert victims(mem, namespace, RetentionConfig(max_memories=1, grace_episodes=0)) == {"once"}
+    cfg = RetentionConfig(max_memories=1, grace_episodes=0, confidence=1.0)
+    assert victims(mem, namespace, cfg) == {"once"}
+
+
+def test_utility_by_default_ranks_by_q_alone(store: MemoryStore, namespace: str) -> None:
+    """confidence=0 (the default): the higher Q stays, however few its uses; the bound
+    (confidence=1) would keep the one tried more."""
+    mem = memory(store)
+    put_note(mem, namespace, "tried", q=0.6, uses=20, created_at=days(0), updated_at=days(0))
+    put_note(mem, namespace, "once", q=0.65, uses=1, created_at=days(1), updated_at=days(1))
+    units = live_units(store, namespace, [MemoryKind.NOTE])
+    bound = RetentionConfig(max_memories=1, grace_episodes=0, confidence=1.0)
+    assert eviction_order(units, bound, mem.config)[0][0].id == "once"
+    assert victims(mem, namespace, RetentionConfig(max_memories=1, grace_episodes=0)) == {"tried"}
 
 
 def test_utility_spares_the_young(store: MemoryStore, namespace: str) -> None:

@@ -15,11 +15,13 @@ no procedure SOLVED_BY it is left.
 
 Policies (docs/design.md, Retention, says why utility ranks the way it does):
 
-- ``utility``: the lowest lower confidence bound on the memory's expected reward. Its Q (with
-  a procedure's source game counted as its first use, as retrieval's default ``q_prior``
-  does) minus ``confidence`` reward half-ranges over sqrt(1 + uses): of two memories with the
-  same Q, the one fewer episodes tried is the less certain and goes first. Memories written
-  fewer than ``grace_episodes`` episodes ago go only when nothing older is left.
+- ``utility``: the lowest expected reward: Q, with a procedure's source game counted as its
+  first use (as retrieval's default ``q_prior`` does); ``Q ← Q + α(R − Q)`` from Q0 keeps it
+  near Q0 while uses are few, so little evidence moves it little. ``confidence`` > 0 ranks by
+  a lower confidence bound instead (Q less that many reward half-ranges over sqrt(1 + uses):
+  of two memories with the same Q the less tried goes first); the default 0 was chosen on the
+  dev range. Memories written fewer than ``grace_episodes`` episodes ago go only when nothing
+  older is left.
 - ``recency``: a forgetting curve: the largest time since last use (``updated_at``, which every
   credited use moves) over 1 + uses goes first: old and seldom used.
 - ``lru``: the oldest ``updated_at`` (last credited use or change) first.
@@ -128,7 +130,8 @@ def _source_reward(memory: AnyMemory) -> float | None:
 
 
 def utility_bound(memory: AnyMemory, config: MemoryConfig, confidence: float) -> float:
-    """A lower confidence bound on what ``memory`` earns when handed over.
+    """What ``memory`` is expected to earn when handed over, less ``confidence`` times its
+    uncertainty (a lower confidence bound; ``confidence=0``: the expectation).
 
     Q is ``Q ← Q + α(R − Q)`` from Q0; a procedure's source game counts as one more use at the
     start (its Q as retrieval's ``q_prior='source'`` reads it). The bound subtracts
