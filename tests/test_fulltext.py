@@ -167,3 +167,17 @@ def test_neo4j_text_index_is_checked_and_missing_one_is_scanned(
         store.setup(dim)
         drop_namespaces(store, namespace)
     assert store.text_index_problems() == []
+
+
+def test_rewritten_memories_leave_a_sound_index() -> None:
+    index = TextIndex()
+    index.build("ns", [note("ns", f"n{i}", f"quail {i}", vec(4, 1)) for i in range(10)])
+    for round_ in range(30):  # dead rows pile up and are compacted away
+        for i in range(10):
+            index.put(note("ns", f"n{i}", f"quail {i} round{round_}", vec(4, 1)))
+    assert index.integrity_problems("ns") == []
+    assert [i for i, _ in index.search("ns", ["round29", "3"], 2)] == ["n3", "n0"]
+    assert index.search("ns", ["round28"], 5) == []
+    index.remove("ns", "n3")
+    assert [i for i, _ in index.search("ns", ["3"], 5)] == []
+    assert index.integrity_problems("ns") == []

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -86,9 +87,9 @@ def hybrid_candidates(
     sims: dict[str, float] = {}
     for memory, sim in vector_list:
         memories[memory.id], sims[memory.id] = memory, sim
-    for memory in text_list:
-        if memory.id not in memories:
-            memories[memory.id], sims[memory.id] = memory, cosine(vector, memory.embedding)
+    text_only = [m for m in text_list if m.id not in memories]
+    for memory, sim in zip(text_only, cosines(vector, text_only), strict=True):
+        memories[memory.id], sims[memory.id] = memory, sim
     vector_ids = [m.id for m, _ in vector_list]
     text_ids = [m.id for m in text_list]
     fused = rrf([vector_ids, text_ids], [cfg.vector_weight, cfg.text_weight], k=cfg.rrf_k)
@@ -99,6 +100,27 @@ def hybrid_candidates(
         vector_rank={i: r for r, i in enumerate(vector_ids, start=1)},
         text_rank={i: r for r, i in enumerate(text_ids, start=1)},
     )
+
+
+def cosines(query: Sequence[float], memories: Sequence[AnyMemory]) -> list[float]:
+    """:func:`cosine` of the query vector and each memory's embedding, in one product for the
+    memories whose embedding has the query's dimension."""
+    out = [0.0] * len(memories)
+    rows = [
+        i
+        for i, m in enumerate(memories)
+        if m.embedding is not None and len(m.embedding) == len(query)
+    ]
+    if not rows:
+        return out
+    q = np.asarray(query, dtype=np.float64)
+    matrix = np.array([memories[i].embedding for i in rows], dtype=np.float64)
+    denom = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sims = np.clip(matrix @ q / denom, -1.0, 1.0)
+    for i, sim in zip(rows, sims.tolist(), strict=True):
+        out[i] = sim if math.isfinite(sim) else 0.0
+    return out
 
 
 def cosine(query: Sequence[float], embedding: Sequence[float] | None) -> float:

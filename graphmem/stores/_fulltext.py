@@ -4,16 +4,19 @@ Both stores search the same text: the fields in :data:`TEXT_FIELDS`, which are t
 Neo4j's ``memory_text`` full-text index covers (``schemas/002_indexes.cypher``). A query is cut
 into terms by :func:`query_terms` (words, lower-cased, as Lucene's standard analyzer cuts them;
 at most :data:`MAX_QUERY_TERMS`), and a memory matches when it holds any of them; matches rank
-by BM25. Neo4j asks Lucene (:func:`lucene_query` escapes the terms, so user text is never query
-syntax); the embedded store asks SQLite FTS5 through :class:`TextIndex`.
+by BM25 (k1 = 1.2, b = 0.75 and idf = ln(1 + (N − df + ½) / (df + ½)), Lucene's). Neo4j asks
+Lucene (:func:`lucene_query` escapes the terms, so user text is never query syntax); the
+embedded store asks :class:`TextIndex`.
 
-:class:`TextIndex` is derived data, like the embedded store's approximate vector index: one
-in-memory FTS5 table per namespace, built from the namespace's memories on its first keyword
-search and kept in step from then on by the one path every change takes (``GraphState.apply``:
-writes, patches, deletes, re-embeds, a replayed log, another process's writes, a reloaded
-snapshot). Nothing of it is written to disk, so there is nothing on disk to go stale or be
-damaged; ``graphmem store check`` rebuilds it from scratch and compares it with the one the
-log replay kept in step.
+:class:`TextIndex` is derived data, like the embedded store's approximate vector index: an
+inverted index per namespace (each term's memories and counts in compact arrays, scored with
+numpy), built from the namespace's memories on its first keyword search and kept in step from
+then on by the one path every change takes (``GraphState.apply``: writes, patches, deletes,
+re-embeds, a replayed log, another process's writes, a reloaded snapshot). Nothing of it is
+written to disk, so there is nothing on disk to go stale or be damaged; ``graphmem store
+check`` follows a replay with one and compares it with the memories the replay ends with.
+SQLite FTS5 was the first choice and was measured: its ``bm25()`` ranking took 90 ms a query
+at 20k memories of a small vocabulary, this index well under one.
 
 >>> from graphmem.models import Note
 >>> index = TextIndex()
@@ -25,13 +28,15 @@ log replay kept in step.
 
 from __future__ import annotations
 
+import math
 import re
-import sqlite3
+from array import array
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
-from graphmem.models import AnyMemory
+import numpy as np
+
+from graphmem.models import AnyMemory, MemoryKind
 
 TEXT_FIELDS: tuple[str, ...] = (
     "content",
@@ -51,18 +56,18 @@ MAX_QUERY_TERMS = 64
 clauses; a long query's first 64 words say what it is about)."""
 
 MAX_POSTINGS_SHARE = 0.2
-"""A term held by more than this share of a namespace's memories (and by more than
-:data:`MIN_PRUNED_POSTINGS` of them) is left out of the embedded store's search: its BM25
-weight is near zero, and scoring every memory that holds it cost 1 µs a memory (115 ms at
-100k for "what did I …")."""
+"""In a namespace of more than :data:`MIN_PRUNED_POSTINGS` memories, a term held by more than
+this share of them is left out of the embedded store's search: its BM25 weight is small
+(idf ≤ ln 5 where a rare word's is ~10) and scoring it touches that many memories."""
 MIN_PRUNED_POSTINGS = 2000
-"""Terms held by at most this many memories are always searched (small namespaces are never
-pruned, so the benchmarks' 80 sessions and 612 turns rank on every term)."""
+"""Namespaces of at most this many memories are searched on every term (the benchmarks' 80
+sessions and 612 turns among them)."""
 
 _TOKEN = re.compile(r"\w+(?:[.'’]\w+)*")
 # Lucene query syntax: every character with a meaning there is escaped.
 _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
-_TOKENIZE = "unicode61 remove_diacritics 0 tokenchars '_'"
+K1 = 1.2
+B = 0.75
 
 
 def tokens(text: str) -> list[str]:
@@ -88,19 +93,151 @@ def lucene_query(terms: Sequence[str]) -> str:
     return " ".join(_LUCENE_SPECIAL.sub(r"\\\1", t) for t in terms if t)
 
 
-def _fts_query(terms: Sequence[str]) -> str:
-    """An FTS5 MATCH expression for any of ``terms``, each a quoted string (never syntax)."""
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+KIND_CODES: tuple[str, ...] = tuple(kind.value for kind in MemoryKind)
 
 
-@dataclass
+def _kind_code(kind: str) -> int:
+    return KIND_CODES.index(kind) if kind in KIND_CODES else -1
+
+
 class _Table:
-    name: str
-    rows: dict[str, int] = field(default_factory=dict)  # memory id -> rowid
+    """One namespace's inverted index. Memories get row numbers in the order they are put;
+    a changed or removed memory's row goes dead (its postings are skipped, and dropped when
+    dead rows outnumber live ones)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}  # memory id -> its live row
+        self.ids: list[str] = []  # row -> memory id
+        self.terms: list[tuple[str, ...]] = []  # row -> its distinct terms
+        self.lengths = array("i")  # row -> its number of terms
+        self.kinds = array("b")  # row -> index of its kind in KIND_CODES
+        self.obsolete = array("b")
+        self.alive = array("b")
+        self.postings: dict[str, tuple[array[int], array[int]]] = {}  # term -> rows, counts
+        self.df: Counter[str] = Counter()  # term -> live memories holding it
+        self.total_length = 0
+        self.dead = 0
+
+    def insert(self, memory: AnyMemory) -> None:
+        counts = Counter(tokens(memory_text(memory)))
+        row = len(self.ids)
+        self.rows[memory.id] = row
+        self.ids.append(memory.id)
+        self.terms.append(tuple(counts))
+        length = sum(counts.values())
+        self.lengths.append(length)
+        self.kinds.append(_kind_code(str(memory.kind)))
+        self.obsolete.append(int(memory.obsolete))
+        self.alive.append(1)
+        self.total_length += length
+        for term, count in counts.items():
+            held = self.postings.get(term)
+            if held is None:
+                held = self.postings[term] = (array("i"), array("i"))
+            held[0].append(row)
+            held[1].append(count)
+        self.df.update(counts.keys())
+
+    def delete(self, memory_id: str) -> None:
+        row = self.rows.pop(memory_id, None)
+        if row is None:
+            return
+        self.alive[row] = 0
+        self.dead += 1
+        self.total_length -= self.lengths[row]
+        for term in self.terms[row]:
+            self.df[term] -= 1
+            if self.df[term] <= 0:
+                del self.df[term]
+        if self.dead > max(64, len(self.rows)):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Renumber the live rows and drop the dead ones' postings."""
+        live = sorted(self.rows.values())
+        new = {old: i for i, old in enumerate(live)}
+        postings: dict[str, tuple[array[int], array[int]]] = {}
+        for term, (rows, counts) in self.postings.items():
+            kept = [(new[r], c) for r, c in zip(rows, counts, strict=True) if r in new]
+            if kept:
+                postings[term] = (
+                    array("i", [r for r, _ in kept]),
+                    array("i", [c for _, c in kept]),
+                )
+        self.postings = postings
+        self.ids = [self.ids[r] for r in live]
+        self.terms = [self.terms[r] for r in live]
+        self.lengths = array("i", [self.lengths[r] for r in live])
+        self.kinds = array("b", [self.kinds[r] for r in live])
+        self.obsolete = array("b", [self.obsolete[r] for r in live])
+        self.alive = array("b", [1] * len(live))
+        self.rows = {self.ids[i]: i for i in range(len(live))}
+        self.dead = 0
+
+    def search(
+        self, terms: Sequence[str], k: int, kinds: Sequence[str] | None, include_obsolete: bool
+    ) -> list[tuple[str, float]]:
+        n = len(self.rows)
+        if n == 0:
+            return []
+        cap = n * MAX_POSTINGS_SHARE if n > MIN_PRUNED_POSTINGS else math.inf
+        avgdl = max(self.total_length / n, 1e-9)
+        alive = np.frombuffer(self.alive, dtype=np.int8).astype(bool)
+        lengths = np.frombuffer(self.lengths, dtype=np.int32).astype(np.float64)
+        scores = np.zeros(len(self.ids), dtype=np.float64)
+        touched = False
+        for term in dict.fromkeys(terms):
+            df = self.df.get(term, 0)
+            if df == 0 or df > cap:
+                continue
+            rows_a, counts_a = self.postings[term]
+            rows = np.array(rows_a, dtype=np.int64)
+            tf = np.array(counts_a, dtype=np.float64)
+            live = alive[rows]
+            rows, tf = rows[live], tf[live]
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            norm = K1 * (1.0 - B + B * lengths[rows] / avgdl)
+            scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
+            touched = True
+        if not touched:
+            return []
+        found = np.flatnonzero(scores > 0)
+        if kinds is not None:
+            codes = np.frombuffer(self.kinds, dtype=np.int8)[found]
+            found = found[np.isin(codes, [_kind_code(x) for x in kinds])]
+        if not include_obsolete:
+            found = found[np.frombuffer(self.obsolete, dtype=np.int8)[found] == 0]
+        if len(found) > k:
+            # Everything at least as good as the k-th best, so ties at the cut go by id.
+            kth = np.partition(scores[found], len(found) - k)[len(found) - k]
+            found = found[scores[found] >= kth]
+        ranked = sorted((-float(scores[r]), self.ids[r]) for r in found)[:k]
+        return [(memory_id, -neg) for neg, memory_id in ranked]
+
+    def problems(self) -> list[str]:
+        """Where the postings, counts and lengths disagree with the rows' terms."""
+        expected: Counter[str] = Counter()
+        length = 0
+        for memory_id, row in self.rows.items():
+            if not self.alive[row] or self.ids[row] != memory_id:
+                return [f"memory {memory_id!r} points at a wrong or dead row"]
+            expected.update(self.terms[row])
+            length += self.lengths[row]
+        if expected != self.df:
+            return ["its document frequencies disagree with its memories' terms"]
+        if length != self.total_length:
+            return ["its total length disagrees with its memories' lengths"]
+        for term, held in self.df.items():
+            rows = [
+                r for r in self.postings.get(term, (array("i"), array("i")))[0] if self.alive[r]
+            ]
+            if len(rows) != held or len(set(rows)) != held:
+                return [f"the postings of {term!r} disagree with its document frequency"]
+        return []
 
 
 class TextIndex:
-    """Per-namespace SQLite FTS5 tables of memories' text, in memory (see the module doc).
+    """Per-namespace BM25 inverted indexes of memories' text, in memory (see the module doc).
 
     Only namespaces that were :meth:`build`-t are indexed; :meth:`put` and :meth:`remove` keep
     those in step and ignore the others (``everything``: :meth:`put` indexes every namespace,
@@ -109,15 +246,8 @@ class TextIndex:
     """
 
     def __init__(self, *, everything: bool = False) -> None:
-        self._db: sqlite3.Connection | None = None
         self._tables: dict[str, _Table] = {}
-        self._serial = 0
         self._everything = everything
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self._db = sqlite3.connect(":memory:", check_same_thread=False)
-        return self._db
 
     def has(self, namespace: str) -> bool:
         return namespace in self._tables
@@ -127,29 +257,13 @@ class TextIndex:
 
     def build(self, namespace: str, memories: Iterable[AnyMemory | None]) -> None:
         """Index ``memories`` (of ``namespace``) from scratch, replacing what it held."""
-        table = self._create(namespace)
+        table = self._tables[namespace] = _Table()
         for memory in memories:
             if memory is not None:
-                self._insert(table, memory)
-
-    def _create(self, namespace: str) -> _Table:
-        self.drop(namespace)
-        db = self._conn()
-        self._serial += 1
-        table = _Table(f"fts{self._serial}")  # a counter: nothing of the namespace interpolated
-        db.execute(
-            f"CREATE VIRTUAL TABLE {table.name} USING fts5("
-            f"mid UNINDEXED, kind UNINDEXED, obsolete UNINDEXED, body, tokenize = {_TOKENIZE!r})"
-        )
-        db.execute(f"CREATE VIRTUAL TABLE {table.name}_vocab USING fts5vocab({table.name}, 'row')")
-        self._tables[namespace] = table
-        return table
+                table.insert(memory)
 
     def drop(self, namespace: str) -> None:
-        table = self._tables.pop(namespace, None)
-        if table is not None and self._db is not None:
-            self._db.execute(f"DROP TABLE {table.name}_vocab")
-            self._db.execute(f"DROP TABLE {table.name}")
+        self._tables.pop(namespace, None)
 
     def put(self, memory: AnyMemory) -> None:
         """Index a new or changed memory (of a namespace that is indexed)."""
@@ -157,28 +271,14 @@ class TextIndex:
         if table is None:
             if not self._everything:
                 return
-            table = self._create(memory.namespace)
-        self._delete(table, memory.id)
-        self._insert(table, memory)
+            table = self._tables[memory.namespace] = _Table()
+        table.delete(memory.id)
+        table.insert(memory)
 
     def remove(self, namespace: str, memory_id: str) -> None:
         table = self._tables.get(namespace)
         if table is not None:
-            self._delete(table, memory_id)
-
-    def _insert(self, table: _Table, memory: AnyMemory) -> None:
-        cursor = self._conn().execute(
-            f"INSERT INTO {table.name}(mid, kind, obsolete, body) VALUES (?, ?, ?, ?)",  # noqa: S608
-            (memory.id, str(memory.kind), int(memory.obsolete), memory_text(memory)),
-        )
-        assert cursor.lastrowid is not None
-        table.rows[memory.id] = cursor.lastrowid
-
-    def _delete(self, table: _Table, memory_id: str) -> None:
-        rowid = table.rows.pop(memory_id, None)
-        if rowid is not None:
-            sql = f"DELETE FROM {table.name} WHERE rowid = ?"  # noqa: S608 (names: see build)
-            self._conn().execute(sql, (rowid,))
+            table.delete(memory_id)
 
     def search(
         self,
@@ -194,83 +294,30 @@ class TextIndex:
         table = self._tables.get(namespace)
         if table is None or k <= 0 or not terms or kinds == []:
             return []
-        db = self._conn()
-        terms = self._searched(db, table, terms)
-        if not terms:
-            return []
-        where = ["{t} MATCH ?"]
-        args: list[Any] = [_fts_query(terms)]
-        if kinds is not None:
-            where.append(f"kind IN ({', '.join('?' * len(kinds))})")
-            args.extend(str(x) for x in kinds)
-        if not include_obsolete:
-            where.append("obsolete = 0")
-        sql = (
-            "SELECT mid, bm25({t}) AS s FROM {t} WHERE "  # noqa: S608 (names: see build)
-            + " AND ".join(where)
-            + " "
-            "ORDER BY s, mid LIMIT ?"
-        ).format(t=table.name)
-        rows = db.execute(sql, [*args, k]).fetchall()
-        # FTS5's bm25() is negative, lower is better: report it the usual way round.
-        return [(str(mid), -float(s)) for mid, s in rows]
+        return table.search(terms, k, kinds, include_obsolete)
 
-    def _searched(self, db: sqlite3.Connection, table: _Table, terms: Sequence[str]) -> list[str]:
-        """``terms`` without those too common to weigh anything (:data:`MAX_POSTINGS_SHARE`)."""
-        total = len(table.rows)
-        cap = max(MIN_PRUNED_POSTINGS, int(total * MAX_POSTINGS_SHARE))
-        if total <= cap:
-            return list(terms)
-        # FTS5 cuts a term into tokens as it cuts the text; a term that is one token is looked
-        # up, any other ("3.14") is always searched.
-        held = dict(
-            db.execute(
-                f"SELECT term, doc FROM {table.name}_vocab WHERE term IN "  # noqa: S608
-                f"({', '.join('?' * len(terms))})",
-                list(terms),
-            ).fetchall()
-        )
-        return [t for t in terms if held.get(t, 0) <= cap]
-
-    def entries(self, namespace: str) -> dict[str, tuple[str, bool, str]]:
-        """What the namespace's table holds: memory id -> (kind, obsolete, text)."""
+    def entries(self, namespace: str) -> dict[str, tuple[str, bool, tuple[str, ...]]]:
+        """What the namespace's index holds: memory id -> (kind, obsolete, its terms)."""
         table = self._tables.get(namespace)
         if table is None:
             return {}
-        sql = f"SELECT mid, kind, obsolete, body FROM {table.name}"  # noqa: S608
-        rows = self._conn().execute(sql)
-        return {str(m): (str(k), bool(o), str(b)) for m, k, o, b in rows}
+        return {
+            memory_id: (KIND_CODES[table.kinds[row]], bool(table.obsolete[row]), table.terms[row])
+            for memory_id, row in table.rows.items()
+        }
 
     def integrity_problems(self, namespace: str) -> list[str]:
-        """SQLite's own check of the namespace's FTS5 table (an empty list when sound)."""
+        """Where the namespace's index disagrees with itself (an empty list when sound)."""
         table = self._tables.get(namespace)
-        if table is None:
-            return []
-        try:
-            self._conn().execute(
-                f"INSERT INTO {table.name}({table.name}) VALUES ('integrity-check')"  # noqa: S608
-            )
-        except sqlite3.DatabaseError as e:
-            return [str(e)]
-        if len(table.rows) != self._count(table):
-            return [f"it holds {self._count(table)} rows for {len(table.rows)} memories"]
-        return []
-
-    def _count(self, table: _Table) -> int:
-        sql = f"SELECT count(*) FROM {table.name}"  # noqa: S608
-        row = self._conn().execute(sql).fetchone()
-        return int(row[0])
+        return [] if table is None else table.problems()
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
         self._tables.clear()
 
 
-def entry_of(memory: AnyMemory) -> tuple[str, bool, str]:
+def entry_of(memory: AnyMemory) -> tuple[str, bool, tuple[str, ...]]:
     """What :meth:`TextIndex.entries` holds for ``memory``."""
-    return str(memory.kind), bool(memory.obsolete), memory_text(memory)
+    return str(memory.kind), bool(memory.obsolete), tuple(Counter(tokens(memory_text(memory))))
 
 
 def rank_text(
