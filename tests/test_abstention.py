@@ -126,9 +126,11 @@ def test_probe_episodes_teach_the_baseline(store: MemoryStore, namespace: str) -
         outcome = mem.finish_episode(namespace, found.episode_id, 0.0)
         assert outcome.q_after == {}
     assert _task(mem, namespace).uses == probes
-    # The baseline (0.0 without memory) is learned: the good memory is handed over again.
+    # The baseline (0.0 without memory, shrunk towards Q0 = 0.5 by one episode's weight) is
+    # learned: the good memory is handed over again.
     found = mem.retrieve(namespace, TASK, CFG)
-    assert found.baseline_episodes == probes and found.baseline == pytest.approx(0.0)
+    assert found.baseline_episodes == probes
+    assert found.baseline == pytest.approx(0.5 / (probes + 1))
     assert ids["good"] in [h.memory.id for h in found.hits]
 
 
@@ -192,3 +194,22 @@ def test_the_mcp_client_sees_what_was_withheld_and_why(store: MemoryStore, names
             if value := os.environ.get(f"GRAPHMEM_NEO4J_{key}"):
                 env[f"GRAPHMEM_NEO4J_{key}"] = value
     _with_server(env, body=body)
+
+
+def test_the_retrieve_flow_reports_what_was_withheld(store: MemoryStore, namespace: str) -> None:
+    from graphmem.flows.retrieve import build_retrieve_graph
+    from graphmem.flows.state import MemoryContext
+
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["good"], 1.0, 4)
+    _play(mem, namespace, ids["bad"], 0.0, 4)
+    for reward in (1.0, 1.0, 0.0, 1.0):
+        mem.report_baseline(namespace, TASK, reward)
+    ctx = MemoryContext(namespace, mem, retrieval=CFG)
+    out = build_retrieve_graph().compile().invoke({"query": TASK}, context=ctx)
+    assert [h["memory_id"] for h in out["hits"]] == [ids["good"]]
+    assert [w["memory_id"] for w in out["withheld"]] == [ids["bad"]]
+    assert out["withheld"][0]["reason"] and out["baseline"] is not None
+    assert out["hits"][0]["expected"] is not None
+    assert out["hits"][0]["expected"] >= out["baseline"] > out["withheld"][0]["expected"]

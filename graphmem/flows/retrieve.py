@@ -22,7 +22,14 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
-from graphmem.flows.state import MemoryContext, RetrieveState, hit_record, required, resolve
+from graphmem.flows.state import (
+    MemoryContext,
+    RetrieveState,
+    hit_record,
+    required,
+    resolve,
+    withheld_record,
+)
 from graphmem.memory import GraphMemory
 
 
@@ -47,6 +54,8 @@ def build_retrieve_graph(
             "hits": [hit_record(h) for h in result.hits],
             "prompt": result.as_prompt(),
             "episode_id": result.episode_id,
+            "withheld": [withheld_record(h) for h in result.withheld],
+            "baseline": result.baseline,
         }
 
     builder = StateGraph(RetrieveState, context_schema=MemoryContext)

@@ -216,6 +216,17 @@ class HitRecord(TypedDict):
     z_sim: float
     z_q: float
     score: float
+    expected: float | None
+    """Abstention: the reward it is expected to earn when used (None: not judged)."""
+
+
+class WithheldRecord(TypedDict):
+    """A candidate abstention did not hand over, and why (never credited)."""
+
+    memory_id: str
+    kind: str
+    expected: float | None
+    reason: str
 
 
 class StepRecord(TypedDict):
@@ -249,6 +260,8 @@ class RetrieveState(TypedDict, total=False):
     episode_id: str | None
     hits: list[HitRecord]
     prompt: str
+    withheld: list[WithheldRecord]
+    baseline: float | None
 
 
 class UpdateState(TypedDict, total=False):
@@ -391,6 +404,16 @@ def hit_record(hit: Hit) -> HitRecord:
         z_sim=hit.z_sim,
         z_q=hit.z_q,
         score=hit.score,
+        expected=hit.expected,
+    )
+
+
+def withheld_record(hit: Hit) -> WithheldRecord:
+    return WithheldRecord(
+        memory_id=hit.memory.id,
+        kind=str(hit.memory.kind),
+        expected=hit.expected,
+        reason=hit.withheld or "",
     )
 
 

@@ -29,11 +29,16 @@ if TYPE_CHECKING:
     from graphmem.ops.context import MemoryContext
 
 
+_TIE = 1e-9
+"""Expectations within this of the baseline tie with it (Q's rounding must not decide)."""
+
+
 class Baseline(NamedTuple):
     """What acting without memory is expected to earn in a task cluster."""
 
     value: float
-    """Mean reward of the cluster's episodes that no memory was credited for (Q0 when none)."""
+    """Mean reward of the cluster's episodes that no memory was credited for, shrunk towards
+    Q0 with the weight of one episode (Q0 when there are none)."""
     episodes: int
     """How many such episodes the estimate rests on."""
     tasks: int
@@ -117,7 +122,9 @@ def baseline(
         total += task.q_updates * mean
         weight += task.q_updates
         episodes += task.uses
-    value = total / weight if weight > 0 else c.q0
+    # Shrunk towards Q0 with the weight of one episode, as an untried memory is: one lucky
+    # game without memory does not make the baseline a certainty.
+    value = (total + c.q0) / (weight + 1.0)
     return Baseline(value, episodes, len(recalled))
 
 
@@ -214,7 +221,8 @@ def withhold(
         if not judged:
             continue
         se = math.hypot(spread(mem, e.value) / math.sqrt(e.evidence + 1), base_se)
-        if e.value + cfg.abstain_z * se < base.value - cfg.abstain_margin:
+        # Below by more than float noise (a tie is handed over).
+        if e.value + cfg.abstain_z * se < base.value - cfg.abstain_margin - _TIE:
             reasons[i] = (
                 f"expected {e.value:.3f} (evidence {e.evidence:.1f}) is below the baseline "
                 f"{base.value:.3f} ({base.episodes} no-memory episodes)"
