@@ -32,8 +32,50 @@ TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design 
 
 TRAIN = SeedRange("train", 0, "tuning on the train fold (e.g. procedure retrieval parameters)")
 
-HELDOUT = SeedRange("test", 40_000, "reported figures only; never tuned on")
-"""TextWorldExpress held-out stream: test fold, seeds from 40,000 up."""
+HELDOUT = SeedRange(
+    "test", 50_000, "issue 45's report: played once, after abstention's design was frozen"
+)
+"""TextWorldExpress held-out stream: test fold, seeds from 50,000 up. Fresh for issue 45; once a
+result from it changes a default it joins :data:`SPENT` and the next report takes a new range."""
+
+RETENTION_HELDOUT = SeedRange(
+    "test", 60_000, "issue 45 retention's report: the capacity sweep, played once"
+)
+"""Held out for ``bench.retention`` (its own range, so its decision spends no other)."""
+
+
+@dataclass(frozen=True)
+class Spent:
+    """A range that informed a decision: from then on it is a dev range, never reported as
+    held out again."""
+
+    fold: str
+    start: int
+    stop: int | None
+    decision: str
+
+
+SPENT: tuple[Spent, ...] = (
+    Spent("test", 0, 300, "early agent rules and retrieval parameters were tuned on it"),
+    Spent("test", 1000, 1100, "early agent rules were tuned on it"),
+    Spent(
+        "test",
+        40_000,
+        None,
+        "issue 28: played with q_prior='q0', the default then changed to 'source' and the same "
+        "seeds were played again; from then on a dev range",
+    ),
+)
+"""Every test-fold range that informed a decision (TextWorldExpress). A held-out range must not
+overlap any of them (tests/test_learning_mixed.py checks it)."""
+
+
+def overlaps(seeds: SeedRange, spent: Spent, length: int = 10_000) -> bool:
+    """Whether a stream of ``length`` seeds per family from ``seeds`` touches ``spent``."""
+    if seeds.fold != spent.fold:
+        return False
+    stop = spent.stop if spent.stop is not None else spent.start + 10_000
+    return seeds.start < stop and spent.start < seeds.start + length
 
 
 SCIENCEWORLD_TUNING = SeedRange("dev", 0, "ScienceWorld tuning: dev-fold variations by position")

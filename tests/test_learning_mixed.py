@@ -55,6 +55,16 @@ def test_tuning_and_heldout_seeds_do_not_overlap() -> None:
     assert heldout.start >= 1100
 
 
+def test_no_held_out_range_is_a_spent_one() -> None:
+    """A held-out range informs one decision; after that it is listed as spent and no
+    reported run may draw from it again."""
+    for seeds in (protocol.HELDOUT, protocol.RETENTION_HELDOUT):
+        assert seeds.fold == "test"
+        assert not [s for s in protocol.SPENT if protocol.overlaps(seeds, s)], seeds
+    assert not protocol.overlaps(protocol.HELDOUT, protocol.Spent("test", 60_000, None, "x"))
+    assert protocol.overlaps(protocol.HELDOUT, protocol.Spent("test", 50_100, 50_200, "x"))
+
+
 def test_unknown_condition_and_bad_handover_are_refused() -> None:
     with pytest.raises(SystemExit, match="unknown condition"):
         mixed.run(_args("--stream", "mixed", "--conditions", "none,sim"), "t")
