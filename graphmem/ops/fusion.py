@@ -9,7 +9,7 @@ list it is in), the best k1 by that score form the pool, and phase B ranks the p
 ``(1-λ)·ẑ(fused) + λ·ẑ(Q)``. A memory that only the keywords find (an exact rare word, a name, a
 number the embedding blurs) can therefore rank first, and one that only the vector finds still
 competes. RRF reads ranks, not scores, so cosine and BM25 (whose scale differs between Lucene
-and SQLite, and from query to query) need no calibration.
+and the embedded store's index, and from query to query) need no calibration.
 
 >>> rrf([["a", "b"], ["c", "a"]], [1.0, 1.0], k=60)["a"] == 1 / 61 + 1 / 62
 True

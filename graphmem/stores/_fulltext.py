@@ -73,7 +73,7 @@ B = 0.75
 def tokens(text: str) -> list[str]:
     """``text`` cut into lower-cased words (``3.14`` and ``don't`` stay whole, ``e-mail`` is
     two), close to Lucene's standard tokenizer."""
-    return [t.casefold() for t in _TOKEN.findall(text)]
+    return _TOKEN.findall(text.casefold())
 
 
 def query_terms(query: str) -> list[str]:
@@ -83,7 +83,8 @@ def query_terms(query: str) -> list[str]:
 
 def memory_text(memory: AnyMemory) -> str:
     """What keyword search reads of a memory: its :data:`TEXT_FIELDS` that hold text."""
-    values = (getattr(memory, name, None) for name in TEXT_FIELDS)
+    fields = memory.__dict__  # not getattr: pydantic's is slow for a field the kind lacks
+    values = (fields.get(name) for name in TEXT_FIELDS)
     return "\n".join(v for v in values if isinstance(v, str) and v)
 
 

@@ -81,7 +81,7 @@ class TextRecall(GraphmemModel):
     memory: AnyMemory
     score: float = Field(
         description="BM25 relevance of the memory's text to the query (higher is better; "
-        "Lucene's on Neo4j, SQLite FTS5's on the embedded store: compare ranks, not scores)."
+        "Lucene's on Neo4j, graphmem's own on the embedded store: compare ranks, not scores)."
     )
     superseded: bool | None = Field(
         default=None,
@@ -300,7 +300,8 @@ class MemoryStore(ABC):
         A memory matches when its text (``graphmem.stores._fulltext.TEXT_FIELDS``) holds any
         of the query's words; the query is plain text, never query syntax. Obsolete memories
         are skipped unless asked for. Written here as a scan of the namespace; the built-in
-        stores answer it from a full-text index (Neo4j's ``memory_text``, SQLite FTS5).
+        stores answer it from a full-text index (Neo4j's ``memory_text``, the embedded store's
+        in-memory inverted index, ``graphmem.stores._fulltext``).
         """
         from graphmem.stores._fulltext import rank_text
 

@@ -756,7 +756,7 @@ class EmbeddedStore(MemoryStore):
         kinds: Sequence[MemoryKind] | None = None,
         include_obsolete: bool = False,
     ) -> list[TextRecall]:
-        """Top-k memories by keyword relevance (SQLite FTS5's BM25), best first; see
+        """Top-k memories by keyword relevance (BM25 on an in-memory index), best first; see
         :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores._fulltext`."""
         check_namespace(namespace)
         check_text_query(query, k)
