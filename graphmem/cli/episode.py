@@ -10,7 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 
+from graphmem.models import Edge
+from graphmem.ops.explain import EpisodeReport
 from graphmem.settings import Settings
+from graphmem.stores.base import MemoryStore
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,7 +41,47 @@ def _episode(args: argparse.Namespace) -> int:
             print(f"no episodes in namespace {args.namespace!r}")
             return 0
         report = explain_episode(memory, args.namespace, episode_id)
-        print(
-            json.dumps(report.model_dump(mode="json"), indent=2) if args.json else report.render()
-        )
+        if args.json:
+            print(json.dumps(report.model_dump(mode="json"), indent=2))
+            return 0
+        print(tell_procedures_apart(memory.store, args.namespace, report).render())
     return 0
+
+
+def tell_procedures_apart(
+    store: MemoryStore, namespace: str, report: EpisodeReport
+) -> EpisodeReport:
+    """The report with each offered procedure summarised by its steps against the best of
+    them (length, the objects only it handles and those it lacks), not by its task text, which
+    reads the same for every procedure of one task family ("proceduralized procedure for
+    'cookingworld You are hungry!…'" 36 times)."""
+    from graphmem.models import Procedure
+    from graphmem.viz.compare import best_first, distinctive, procedure_actions
+
+    ids = [o.id for o in report.offered if o.kind == "Procedure"]
+    procs = [m for m in store.get_many(namespace, ids) if isinstance(m, Procedure)]
+    if len(procs) < 2:
+        return report
+    cache: dict[str, list[Edge]] = {}
+
+    def edges_of(memory_id: str) -> list[Edge]:
+        if memory_id not in cache:
+            cache[memory_id] = store.edges(namespace, memory_id, direction="both")
+        return cache[memory_id]
+
+    actions = {p.id: procedure_actions(store, p, edges_of) for p in procs}
+    best = best_first(procs)[0]
+    lines = {}
+    for proc in procs:
+        steps = actions[proc.id]
+        if proc.id == best.id:
+            told = "the reference: highest Q now of these (the others are told from it)"
+        else:
+            told = distinctive(steps, actions[best.id], limit=3)
+        kind = "" if proc.granularity.value == "proceduralized" else f" {proc.granularity.value}"
+        lines[proc.id] = f"{len(steps)} steps{kind}, v{proc.version}: {told}"
+    offered = [
+        o.model_copy(update={"summary": lines[o.id]}) if o.id in lines else o
+        for o in report.offered
+    ]
+    return report.model_copy(update={"offered": offered})

@@ -19,7 +19,7 @@ from typing import Literal
 
 from graphmem.errors import InvalidInput
 from graphmem.viz.dot import to_dot
-from graphmem.viz.graph import Subgraph, VizEdge, VizError, VizNode
+from graphmem.viz.graph import Subgraph, VizEdge, VizError, VizNode, static_view
 from graphmem.viz.html import to_html
 from graphmem.viz.mermaid import to_mermaid
 from graphmem.viz.png import to_png
@@ -54,6 +54,7 @@ def render(sub: Subgraph, fmt: Format | str = "html") -> str | bytes:
     chosen = format_for("", fmt)
     if chosen == "html":
         return to_html(sub)
+    sub = static_view(sub)  # what a picture without hover can show legibly
     if chosen == "mermaid":
         return to_mermaid(sub)
     if chosen == "dot":

@@ -182,7 +182,15 @@ def describe_procedures(
     """Fill ``sub.compare`` / ``sub.columns`` / ``sub.versions`` / ``sub.episodes`` and give
     each procedure's node a caption saying what is its own. Needs two procedures to compare."""
     actions = {p.id: procedure_actions(store, p, edges_of) for p in procs}
-    ordered = best_first(procs)
+
+    def linked(proc: Procedure) -> bool:
+        node = sub.nodes.get(proc.id)
+        return node is not None and node.linked
+
+    # The task's own procedures first (the best is one of them), then those linked to them.
+    ordered = best_first([p for p in procs if not linked(p)]) + best_first(
+        [p for p in procs if linked(p)]
+    )
     if len(ordered) >= 2:
         best = ordered[0]
         sub.columns = actions[best.id]
@@ -195,13 +203,37 @@ def describe_procedures(
             else:
                 line = distinctive(own, sub.columns)
                 cells = aligned(sub.columns, own)
-            sub.compare.append(_row(proc, line, cells, used_by.get(proc.id, [])))
+            row = _row(proc, line, cells, used_by.get(proc.id, []))
+            row.linked = linked(proc)
+            sub.compare.append(row)
             node = sub.nodes.get(proc.id)
             if node is not None:
                 short = line if proc.id == best.id else distinctive(own, sub.columns, limit=3)
                 node.caption = _caption(proc, len(own), short) + _twins(node.caption)
+        sub.compare = group_rows(sub.compare)
     sub.versions = _versions(sub, procs, actions, edges_of)
     _episodes(sub, store, procs, edges_of)
+
+
+def group_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
+    """One row for procedures whose rows would read the same (steps, outcome, Q, uses, version,
+    granularity, own or linked): the first keeps its place and lists the others as ``twins``,
+    and the episodes that used any of them."""
+    out: list[CompareRow] = []
+    seen: dict[tuple[object, ...], CompareRow] = {}
+    for row in rows:
+        key = (
+            row.granularity, row.version, round(row.q, 2), row.uses, row.successes,
+            row.outcome, row.obsolete, row.distinct, tuple(row.cells), row.linked,
+        )  # fmt: skip
+        first = seen.get(key)
+        if first is None:
+            seen[key] = row
+            out.append(row)
+            continue
+        first.twins.append(row.id)
+        first.episodes.extend(e for e in row.episodes if e not in first.episodes)
+    return out
 
 
 def name_retrieved(
@@ -355,6 +387,7 @@ __all__ = [
     "chain_actions",
     "describe_procedures",
     "distinctive",
+    "group_rows",
     "name_retrieved",
     "objects",
     "procedure_actions",

@@ -75,10 +75,13 @@ def to_dot(sub: Subgraph, *, rankdir: str = "LR", positions: bool = False) -> st
         lines.append(f'  "{dot_text(node_id)}" [{_node_attrs(node)}{pin}];')
     for edge in sub.edges:
         style = ', style="dashed"' if edge.dashed else ""
+        # A link's label says only LINKS_TO (and a reason the tooltip keeps): the dashed line
+        # in the link colour says it, and many labels tangle.
+        label = "" if edge.kinds == ["LINKS_TO"] else edge.label
         lines.append(
             f'  "{dot_text(edge.src)}" -> "{dot_text(edge.dst)}" '
-            f'[label="{dot_text(edge.label)}", color="{edge.colour}", '
-            f'fontcolor="{edge.colour}"{style}];'
+            f'[label="{dot_text(label)}", tooltip="{dot_text(edge.label)}", '
+            f'color="{edge.colour}", fontcolor="{edge.colour}"{style}];'
         )
     levels: dict[int, list[str]] = {}
     for node_id, node in sub.nodes.items():

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from graphmem.errors import GraphmemError
@@ -104,6 +104,7 @@ class VizNode:
     shape: str = "box"
     radius: int = 0
     size: float = 0.5  # 0..1: how large to draw it (its Q on the page's scale)
+    linked: bool = False  # a task view's procedure of another task, there by a link
 
 
 @dataclass
@@ -145,6 +146,8 @@ class CompareRow:
     distinct: str
     cells: list[tuple[str, str, str]]
     episodes: list[str] = field(default_factory=list)  # episodes that marked it used
+    linked: bool = False  # another task's procedure, on the page by a link
+    twins: list[str] = field(default_factory=list)  # ids of procedures with this same row
 
 
 @dataclass
@@ -222,6 +225,32 @@ class Subgraph:
             else:
                 node.fill = OBSOLETE_FILL if node.obsolete else q_colour(t)
         return self
+
+
+def static_view(sub: Subgraph) -> Subgraph:
+    """What the static pictures (DOT, PNG, Mermaid) draw of ``sub``, which cannot show link
+    lines on demand as the HTML page does: a task view without the procedures of other tasks
+    that are there by a link (their count in the subtitle), an episode view without the
+    LINKS_TO lines between the memories it retrieved (beside the scores they are a tangle).
+    The HTML page draws everything."""
+    if sub.view == "task":
+        linked = {i for i, n in sub.nodes.items() if n.linked}
+        if not linked:
+            return sub
+        nodes = {i: n for i, n in sub.nodes.items() if i not in linked}
+        edges = [e for e in sub.edges if e.src not in linked and e.dst not in linked]
+        told = f"{len(linked)} linked from other tasks (marked ↗)"
+        note = f"{len(linked)} linked from other tasks, not drawn (the HTML page has them)"
+        subtitle = sub.subtitle.replace(told, note) if told in sub.subtitle else note
+        return replace(sub, nodes=nodes, edges=edges, subtitle=subtitle)
+    if sub.view == "episode":
+        links = [e for e in sub.edges if e.kinds == ["LINKS_TO"]]
+        if not links:
+            return sub
+        edges = [e for e in sub.edges if e.kinds != ["LINKS_TO"]]
+        subtitle = f"{sub.subtitle} · {len(links)} links between them not drawn"
+        return replace(sub, edges=edges, subtitle=subtitle)
+    return sub
 
 
 def q_colour(t: float) -> str:

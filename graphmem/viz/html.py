@@ -30,6 +30,8 @@ VIS_PATH = ("lib", "vis-9.1.2", "vis-network.min.js")
 # The first view zooms out to show everything only while captions stay this large (x 14 px);
 # a bigger graph opens at this zoom on its top-left corner: the task and its first steps.
 READABLE_SCALE = 0.8
+EDGE_LABEL_PX = 11.5
+"""Least on-screen size of an edge label in the first view (the canvas font grows to it)."""
 
 
 @lru_cache(maxsize=1)
@@ -91,7 +93,8 @@ def page_data(sub: Subgraph) -> dict[str, Any]:
     lo, hi = sub.q_range
     return {
         "view": sub.view,
-        "minScale": READABLE_SCALE if sub.view == "task" else READABLE_SCALE * 0.8,
+        "minScale": READABLE_SCALE,  # captions of 14 canvas px stay >= 11 px on screen
+        "edgeLabelPx": EDGE_LABEL_PX,
         "root": sub.root_id,
         "nodes": nodes,
         "edges": edges,
@@ -186,8 +189,13 @@ def _compare(sub: Subgraph) -> str:
         state = " · obsolete" if r.obsolete else ""
         uses = f"{r.uses} use{'' if r.uses == 1 else 's'}"
         title = f"{r.id} · {r.granularity} v{r.version} · {r.distinct}"
+        mark = '<span class="gm-linked">↗ linked · another task\'s</span> ' if r.linked else ""
+        if r.twins:
+            title += " · the same row for " + ", ".join(r.twins)
+            state += f' · <span class="gm-twins">×{len(r.twins) + 1} procedures</span>'
         rows.append(
-            f'<tr id="proc-{_esc(r.id)}"><th class="gm-proc" title="{_esc(title)}">'
+            f'<tr id="proc-{_esc(r.id)}"{" class=gm-linked-row" if r.linked else ""}>'
+            f'<th class="gm-proc" title="{_esc(title)}">{mark}'
             f"<b>Q {r.q:.2f}</b> · {_esc(r.outcome)} · {uses} · v{r.version}{kind}{state}"
             f'<div class="gm-distinct">{_esc(r.distinct)}</div></th>{cells}'
             f'<td class="gm-users">{users}</td></tr>'
@@ -235,7 +243,7 @@ def _num(value: float | None, fmt: str = ".3f") -> str:
 def _offer_text(sub: Subgraph, offer: Offer) -> str:
     """A procedure of the comparison table is named by what is its own, linked to its row;
     any other memory by its summary."""
-    row = next((r for r in sub.compare if r.id == offer.id), None)
+    row = next((r for r in sub.compare if offer.id == r.id or offer.id in r.twins), None)
     if row is None:
         return (
             f'<td title="{_esc(offer.id)}">{_esc(shorten(offer.summary, width=90, lines=1))}</td>'
@@ -372,6 +380,9 @@ div.vis-tooltip { white-space: normal; max-width: 420px; font: 12px/1.35 system-
   left: 0; z-index: 1; font-size: 12px; text-align: left; }
 .gm-cmp .gm-users { min-width: 72px; max-width: 90px; }
 .gm-distinct { color: #212529; font-weight: 600; }
+.gm-linked { color: #8c6d31; font-weight: 700; }
+.gm-twins { color: #6a3d9a; font-weight: 700; }
+tr.gm-linked-row th.gm-proc { background: #f8f3e8; }
 .gm-id { color: #868e96; }
 .gm-best { background: #ebfbee; }
 .gm-same { color: #adb5bd; text-align: center; }
@@ -449,7 +460,8 @@ _APP_JS = r"""
   }
   function faintEdge(e) {
     return (e.kind === "LINKS_TO" && (links > 12 || data.view === "task")) ||
-      (far(e) && e.kind !== "NEXT");
+      // The task's edges to its own procedures stay drawn, however far down they sit.
+      (far(e) && e.kind !== "NEXT" && e.kind !== "SOLVED_BY");
   }
   function quiet(e) {
     return e.kind === "NEXT" || e.kind === "FIRST_STEP" || faintEdge(e) ||
@@ -464,17 +476,21 @@ _APP_JS = r"""
     var sameColumn = a && b && Math.abs(a.x - b.x) < 1;
     // A snake's turn is one step straight down; inside an episode's or a neighbourhood's
     // column an edge would run through the boxes between its ends: it bends out instead.
-    var sameRow = a && b && (Math.abs(a.y - b.y) < 1 || (sameColumn && data.view === "task"));
+    // (A task's SOLVED_BY edge may pass procedures stacked under the task: it arcs instead.)
+    var sameRow = a && b && (Math.abs(a.y - b.y) < 1 ||
+      (sameColumn && data.view === "task" && e.kind !== "SOLVED_BY"));
     var faint = faintEdge(e);
     return {
       id: "e" + i, from: e.from, to: e.to, label: quiet(e) ? undefined : e.label, arrows: "to",
       title: card(e.kind, edgeFields(e)), dashes: e.dashed, hidden: faint,
       color: { color: e.colour, highlight: "#212529", hover: "#212529" },
       width: e.kind === "NEXT" || e.kind === "FIRST_STEP" ? 2 : 1.5,
-      font: { size: 12, align: "horizontal", strokeWidth: 4, strokeColor: "#ffffff",
+      font: { align: "horizontal", strokeWidth: 4, strokeColor: "#ffffff",
               color: e.colour, multi: false },
       // Along a row an edge is straight; to another row it bends, so it passes beside the
       // boxes in between instead of through their captions.
+      // (A task's SOLVED_BY down its column arcs right, between the procedures and their
+      // steps, where nothing is drawn.)
       smooth: sameRow ? false : { type: "curvedCW", roundness: sameColumn ? 0.9 : 0.18 }
     };
   }));
@@ -482,7 +498,8 @@ _APP_JS = r"""
     autoResize: false,
     interaction: { hover: true, tooltipDelay: 120, navigationButtons: false, keyboard: true },
     physics: false,
-    layout: { hierarchical: { enabled: false } }
+    layout: { hierarchical: { enabled: false } },
+    edges: { font: { size: 12 } }
   };
   var container = document.getElementById("graph");
   var network = new vis.Network(container, { nodes: nodes, edges: edges }, options);
@@ -568,7 +585,13 @@ _APP_JS = r"""
   network.once("afterDrawing", function () {
     // Node sizes are known only once drawn: place the view by them, and draw again right away.
     initialView();
+    // Edge labels at least EDGE_LABEL_PX on screen at the zoom the first view keeps (an
+    // episode's view is zoomed out to show all it retrieved: 12 canvas px read as 7).
+    var edgePx = Math.max(12, Math.ceil(data.edgeLabelPx / network.getScale()));
+    network.setOptions({ edges: { font: { size: edgePx } } });
     network.redraw();
+    status.setAttribute("data-edge-label-px",
+      String(Math.round(edgePx * network.getScale() * 10) / 10));
     status.setAttribute("data-rendered-nodes", String(Object.keys(network.getPositions()).length));
     // Every edge drawn or ready to draw on demand (hidden edges are not in edgeIndices).
     status.setAttribute("data-rendered-edges", String(Object.keys(network.body.edges).length));

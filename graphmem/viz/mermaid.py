@@ -32,7 +32,8 @@ def mermaid_text(text: str) -> str:
 
 def _shape(node: VizNode, name: str, label: str) -> str:
     if node.kind == "Procedure":
-        return f'{name}(["{label}"])'
+        # A subroutine box: a stadium's round ends cut into a caption of several lines.
+        return f'{name}[["{label}"]]'
     if node.kind == "Tip":
         return f'{name}{{{{"{label}"}}}}'
     if node.kind == "Episode":
@@ -76,7 +77,7 @@ _CHAR_PX, _NODE_PAD, _NODE_GAP = 8.6, 34, 60
 
 def _width(node: VizNode) -> float:
     longest = max(len(line) for line in node.caption.split("\n"))
-    extra = 30 if node.shape == "ellipse" else 0  # a stadium's rounded ends
+    extra = 30 if node.shape == "ellipse" else 0  # a round shape's (or subroutine's) ends
     return longest * _CHAR_PX + _NODE_PAD + extra + _NODE_GAP
 
 
@@ -142,7 +143,24 @@ def _task_rows(sub: Subgraph) -> str:
     head = [i for i, n in sub.nodes.items() if n.level <= 0 and i not in in_chains]
     if head:
         grid(head)
-    rest = [i for i in sub.nodes if i not in in_chains and i not in drawn and i not in head]
+    # The task's own procedures hang from it, each with its SOLVED_BY edge (in the grid below
+    # the edge would be left out, and the best procedure would not be joined to its task).
+    heads = set(head)
+    solved = [
+        e.dst
+        for e in sub.edges
+        if "SOLVED_BY" in e.kinds and e.src in heads and e.dst not in in_chains | drawn.keys()
+    ]
+    solved = list(dict.fromkeys(solved))
+    for proc_id in solved:
+        proc = sub.nodes[proc_id]
+        lines.append("  " + _shape(proc, names[proc_id], mermaid_text(proc.caption)))
+        blocks.append(names[proc_id])
+    rest = [
+        i
+        for i in sub.nodes
+        if i not in in_chains and i not in drawn and i not in heads and i not in solved
+    ]
     if rest:
         grid(rest)
     in_rest = set(rest)

@@ -159,10 +159,46 @@ def task_subgraph(
     col.link_all()
     group_identical_chains(sub)
     procs = [i for i, n in sub.nodes.items() if n.kind == MemoryKind.PROCEDURE]
+    task_ids = [r.id for r in roots if isinstance(r, Task)]
+    _mark_linked(col, task_ids or [start.id], procs)
     found = [m for m in col.fetch(procs).values() if isinstance(m, Procedure)]
     describe_procedures(sub, store, found, col.edges)
+    for node in sub.nodes.values():
+        if node.linked:
+            node.caption = LINKED_MARK + node.caption
     _describe_task(sub)
     return sub.finish()
+
+
+LINKED_MARK = "↗ LINKED "
+"""What the caption of a procedure that is on a task's page by a link (LINKS_TO), not because
+it solves the task, opens with ("↗ LINKED PROCEDURE · 12 steps"); the page's subtitle says
+what the mark means."""
+
+
+def _mark_linked(col: _Collector, roots: Sequence[str], procs: Sequence[str]) -> None:
+    """Mark the picture's procedures that are not the task's own. Its own: those the task is
+    SOLVED_BY (or the procedure drawn, when no task solved it), and the versions and scripts
+    reached from them (EVOLVED_FROM, SUPERSEDES, DISTILLED_FROM); the rest came by links."""
+    shown = set(procs)
+    own = {r for r in roots if r in shown}
+    for root in roots:
+        own |= {
+            e.dst
+            for e in col.edges(root)
+            if e.kind is EdgeKind.SOLVED_BY and e.src == root and e.dst in shown
+        }
+    frontier = list(own)
+    while frontier:
+        proc = frontier.pop()
+        for e in col.edges(proc):
+            other = _other(e, proc)
+            kept = e.kind in (EdgeKind.DISTILLED_FROM, *_VERSION_KINDS)
+            if kept and other in shown and other not in own:
+                own.add(other)
+                frontier.append(other)
+    for proc in shown - own:
+        col.sub.nodes[proc].linked = True
 
 
 def _expand_task(col: _Collector, task: AnyMemory, procedures: deque[AnyMemory]) -> None:
@@ -229,7 +265,19 @@ def _describe_task(sub: Subgraph) -> None:
     for node in sub.nodes.values():
         counts[node.kind] = counts.get(node.kind, 0) + 1
     order = [k.value for k in MemoryKind]
-    parts = [f"{counts[k]} {k}{'s' if counts[k] != 1 else ''}" for k in order if k in counts]
+    parts = []
+    for k in order:
+        if k not in counts:
+            continue
+        n = counts[k]
+        if k == MemoryKind.PROCEDURE and sub.view == "task":
+            linked = sum(1 for node in sub.nodes.values() if node.linked)
+            own = n - linked
+            parts.append(f"{own} own Procedure{'s' if own != 1 else ''}")
+            if linked:
+                parts.append(f"{linked} linked from other tasks (marked ↗)")
+            continue
+        parts.append(f"{n} {k}{'s' if n != 1 else ''}")
     sub.subtitle = f"namespace {sub.namespace} · " + ", ".join(parts)
     if sub.truncated:
         sub.subtitle += " · truncated"
