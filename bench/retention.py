@@ -306,7 +306,10 @@ def markdown(data: dict[str, Any]) -> str:
 
 
 def summarise(
-    records: dict[str, dict[str, Any]], setup: dict[str, Any], names: Sequence[str]
+    records: dict[str, dict[str, Any]],
+    setup: dict[str, Any],
+    names: Sequence[str],
+    plan: Sequence[tuple[str, int]] = (),
 ) -> dict[str, Any]:
     runs = {n: _run_of(records[n]) for n in names if n in records}
     rows = []
@@ -322,6 +325,7 @@ def summarise(
         "setup": setup,
         "results": rows,
         "comparisons": comparisons(runs, setup["capacities"]),
+        "plan": list(plan),
         "episodes": {n: [asdict(g) for g in r.games] for n, r in runs.items()},
     }
 
@@ -386,7 +390,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         records[record["name"]] = record
         partial.write_text(json.dumps(records) + "\n", encoding="utf-8")
         setup["seconds"] = time.perf_counter() - started
-        data = summarise(records, setup, names)
+        data = summarise(records, setup, names, plan)
         write_results(args.out, name, data, markdown(data))
         row = next(r for r in data["results"] if r["condition"] == record["name"])
         print(f"{record['name']}: {row['success']:.1%} ({record['seconds']:.0f} s)", flush=True)

@@ -7,11 +7,14 @@ another namespace or the memories it does not count.
 
 from __future__ import annotations
 
+import importlib
+import json
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import game_envs
 import pytest
 
 from graphmem import GraphMemory, HashingEmbedder
@@ -401,3 +404,27 @@ def test_cli_retain_and_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert sum(is_evicted(m) for m in store.iter_nodes("a")) == 2
     assert main(["store", "retain", str(root), "--max-per-kind", "Episode=3"]) == 2
     assert "Episode" in capsys.readouterr().err
+
+
+# ---- the benchmark, tiny (Java 17) ---------------------------------------------------------
+
+
+@pytest.mark.java
+@game_envs.requires_java("textworld_express", reason="needs Java 17 and the envs extra")
+def test_bench_retention_smoke(tmp_path: Path) -> None:
+    retention = importlib.import_module("bench.retention")
+    argv = ["--episodes", "8", "--embedder", "hashing", "--policies", "utility,fifo"]
+    assert retention.main([*argv, "--capacities", "25", "--out", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "retention_dev.json").read_text(encoding="utf-8"))
+    rows = {r["condition"]: r for r in data["results"]}
+    assert set(rows) == {"keep-all", "utility-c25", "fifo-c25"}
+    assert rows["keep-all"]["evictions"] == 0 and rows["keep-all"]["capacity"] is None
+    for name in ("utility-c25", "fifo-c25"):
+        assert rows[name]["capacity"] == 2
+        assert (
+            rows[name]["memory_items"] <= 2 < rows[name]["memory_items"] + rows[name]["evictions"]
+        )
+    for episodes in data["episodes"].values():  # the same games, in the same order
+        assert [(e["family"], e["seed"]) for e in episodes] == [tuple(p) for p in data["plan"]]
+    markdown = (tmp_path / "retention_dev.md").read_text(encoding="utf-8")
+    assert "utility-c25 vs keep-all" in markdown
