@@ -62,7 +62,7 @@ def to_dot(sub: Subgraph, *, rankdir: str = "LR", positions: bool = False) -> st
     lines = [
         "digraph graphmem {",
         f'  graph [rankdir={rankdir}, label="{dot_text(sub.title)}\\n{dot_text(sub.subtitle)}", '
-        'labelloc=t, fontname="Helvetica", fontsize=16, nodesep=0.35, ranksep=0.6];',
+        'labelloc=t, fontname="Helvetica", fontsize=16, nodesep=0.35, ranksep=0.6, pad=0.4];',
         '  node [fontname="Helvetica"];',
         '  edge [fontname="Helvetica", fontsize=10];',
     ]
