@@ -18,7 +18,9 @@ True
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,10 +77,21 @@ def hybrid_candidates(
     by_vector: VectorCandidates,
 ) -> FusedPool:
     """The fused pool of at most k1 live memories (see the module doc). The similarity floor
-    applies to the vector list; a keyword candidate is kept whatever its cosine (reported)."""
-    vector_list = by_vector(store, namespace, vector, cfg)
+    applies to the vector list; a keyword candidate is kept whatever its cosine (reported).
+    A store whose ``parallel_reads`` is true (Neo4j: each read is its own session) is asked
+    for the keyword list in a worker thread while it answers the vector recall."""
     text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
-    found = store.recall_text(namespace, query, text_k, kinds=list(cfg.kinds))
+    kinds = list(cfg.kinds)
+    if getattr(store, "parallel_reads", False):
+        # A server store answers the two channels at once: two round trips in the time of one.
+        pending = _pool().submit(store.recall_text, namespace, query, text_k, kinds=kinds)
+        try:
+            vector_list = by_vector(store, namespace, vector, cfg)
+        finally:
+            found = pending.result()
+    else:
+        vector_list = by_vector(store, namespace, vector, cfg)
+        found = store.recall_text(namespace, query, text_k, kinds=kinds)
     unknown = [r.memory.id for r in found if r.superseded is None]
     dropped = store.superseded(namespace, unknown) if unknown else set()
     text_list = [r.memory for r in found if not r.superseded and r.memory.id not in dropped]
@@ -100,6 +113,19 @@ def hybrid_candidates(
         vector_rank={i: r for r, i in enumerate(vector_ids, start=1)},
         text_rank={i: r for r, i in enumerate(text_ids, start=1)},
     )
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    """The threads that run keyword recall beside vector recall (stores with parallel_reads)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="graphmem-hybrid")
+        return _POOL
 
 
 def cosines(query: Sequence[float], memories: Sequence[AnyMemory]) -> list[float]:

@@ -597,10 +597,29 @@ SET r.used = true
 
 # ---- keyword recall (hybrid retrieval's full-text channel) -----------------------------------
 
-# The full-text index holds every namespace, in Lucene's BM25 order: keep this namespace's live
-# memories of these kinds and stop at k (the procedure streams, so no more than that is read
-# once k have passed the filter). `$query` is built by graphmem.stores._fulltext.lucene_query
+# The full-text index holds every namespace, in Lucene's BM25 order: ask it for its
+# `$candidates` best (a limit lets Lucene keep only a top list instead of ranking every match),
+# keep this namespace's live memories of these kinds, the first k of them; `raw` tells the caller
+# whether the index ran dry. `$query` is built by graphmem.stores._fulltext.lucene_query
 # (escaped words, never syntax from user text).
+TEXT_RECALL_TOP: Final = """
+CALL db.index.fulltext.queryNodes($index, $query, {limit: $candidates}) YIELD node, score
+WITH count(*) AS raw,
+     collect(CASE WHEN node.namespace = $namespace
+                   AND ($kinds IS NULL OR node.kind IN $kinds)
+                   AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
+              THEN {m: node, score: score} END)[..$k] AS kept
+CALL (kept) {
+  UNWIND kept AS t
+  WITH t.m AS m, t.score AS score
+  RETURN collect({props: properties(m), score: score,
+                  superseded: EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }}) AS rows
+}
+RETURN raw, rows
+"""
+
+# The same without a limit, for when the best candidates held fewer than k of the namespace:
+# the procedure streams in score order, and the statement stops once k have passed the filter.
 TEXT_RECALL: Final = """
 CALL db.index.fulltext.queryNodes($index, $query) YIELD node, score
 WITH node AS m, score

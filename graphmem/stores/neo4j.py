@@ -50,6 +50,10 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
     :meth:`from_uri` to let the store own one.
     """
 
+    parallel_reads = True
+    """Reads may run at once from several threads (each opens its own session): hybrid
+    recall asks for its vector and keyword candidates together (:mod:`graphmem.ops.fusion`)."""
+
     def __init__(self, driver: neo4j.Driver, *, database: str | None = None) -> None:
         super().__init__(database)
         self._driver = driver

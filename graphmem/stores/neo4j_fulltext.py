@@ -3,11 +3,14 @@
 ``graphmem schema apply`` creates the index (``schemas/002_indexes.cypher``) over the fields in
 :data:`graphmem.stores._fulltext.TEXT_FIELDS`. :func:`recall_text` asks it with
 ``db.index.fulltext.queryNodes`` for the query's words (escaped by
-:func:`~graphmem.stores._fulltext.lucene_query`, so user text is never Lucene syntax), keeps the
-namespace's live memories of the kinds asked and stops at k, each row saying whether it is
-superseded, in one round trip. Without the index (schema not applied), the namespace is
-scanned and ranked here instead, as :meth:`MemoryStore.recall_text` does for any store, with a
-warning. :func:`text_index_problems` checks the index is there, online, and covers those fields.
+:func:`~graphmem.stores._fulltext.lucene_query`, so user text is never Lucene syntax), at most
+:func:`text_candidates` of them (a limit lets Lucene keep a top list instead of ranking every
+match), and keeps the namespace's live memories of the kinds asked, the first k, each row saying
+whether it is superseded, in one round trip; when those candidates held fewer than k of the
+namespace, it reads the index on without a limit, in score order, until k have passed.
+Without the index (schema not applied), the namespace is scanned and ranked here instead, as
+:meth:`MemoryStore.recall_text` does for any store, with a warning. :func:`text_index_problems`
+checks the index is there, online, and covers those fields.
 """
 
 from __future__ import annotations
@@ -57,17 +60,23 @@ async def recall_text(
     }
 
     async def work(tx: Tx) -> list[TextRecall]:
+        top = single(await tx.run(cypher.TEXT_RECALL_TOP, candidates=text_candidates(k), **params))
+        assert top is not None
+        rows: list[Any] = top["rows"]
+        if len(rows) < k and top["raw"] >= text_candidates(k):
+            # The best candidates were mostly other namespaces' (or kinds'): read on, in order.
+            rows = [r.data() for r in await tx.run(cypher.TEXT_RECALL, **params)]
         out = []
-        for record in await tx.run(cypher.TEXT_RECALL, **params):
-            memory = read_memory(record["props"])
+        for row in rows:
+            memory = read_memory(row["props"])
             if memory is not None:
                 out.append(
                     construct(
                         TextRecall,
                         {
                             "memory": memory,
-                            "score": float(record["score"]),
-                            "superseded": bool(record["superseded"]),
+                            "score": float(row["score"]),
+                            "superseded": bool(row["superseded"]),
                         },
                     )
                 )
@@ -89,6 +98,12 @@ async def recall_text(
     ids = [m.id for m, _ in ranked]
     gone = await ops.superseded(store, namespace, ids) if ids else set()
     return [TextRecall(memory=m, score=score, superseded=m.id in gone) for m, score in ranked]
+
+
+def text_candidates(k: int) -> int:
+    """How many of the full-text index's best matches keyword recall first asks for, to find
+    k of one namespace (and kinds) among them; fewer than k there, and it reads on unlimited."""
+    return max(4 * k, 32)
 
 
 async def read_text_index(tx: Tx) -> dict[str, Any] | None:
