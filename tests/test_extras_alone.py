@@ -111,8 +111,11 @@ def test_a_missing_extra_is_one_line_naming_the_missing_package(
         f"""
         import os
         os.environ["GRAPHMEM_LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
-        from graphmem import EmbeddedStore
-        EmbeddedStore.open(os.environ["GRAPHMEM_STORE"]).close()
+        from graphmem import EmbeddedStore, GraphMemory, HashingEmbedder
+        store = EmbeddedStore.open(os.environ["GRAPHMEM_STORE"])
+        mem = GraphMemory(store, embedder=HashingEmbedder())
+        mem.add_note("x", "a namespace to re-embed")
+        mem.close()
         if {argv!r}[0] == "schema":
             os.environ["GRAPHMEM_NEO4J_URI"] = "bolt://127.0.0.1:9"
         from graphmem.cli.main import main
