@@ -16,7 +16,7 @@ yet: a writer killed mid-append, never acknowledged) is cut off; a whole line th
 checksum, the last one included, is corruption: the open is refused in one line naming the file
 and byte offset, nothing on disk changes, and ``graphmem store repair`` is the way to cut it
 (see ``_check``). A compaction that fails (a full disk) leaves no files behind and the write
-that triggered it stands.
+that triggered it stands; it is retried after a back-off, not on every write (``_compaction``).
 
 Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
 ``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
@@ -82,6 +82,7 @@ from graphmem.models import (
 from graphmem.stores._ann import AnnGraph
 from graphmem.stores._ann_files import read_graphs, save_graphs
 from graphmem.stores._check import corrupt_log_message, load_snapshot_state
+from graphmem.stores._compaction import CompactionBackoff
 from graphmem.stores._fulltext import query_terms
 from graphmem.stores._journal import Journal, LogDamage, crc32_hex, iter_log, one_line
 from graphmem.stores._state import (
@@ -147,6 +148,7 @@ class EmbeddedStore(MemoryStore):
         self._state = GraphState()
         self._state.set_ann_threshold(ann_threshold)
         self._compact_bytes = compact_bytes
+        self._compaction = CompactionBackoff(path if path is not None else ".")
         self._closed = False
         self.path = None if path is None else Path(path)
         self._journal: Journal | None = None
@@ -318,12 +320,16 @@ class EmbeddedStore(MemoryStore):
         if self._journal is not None:
             self._journal.append(line)
         self._state.apply(change)
-        if self._should_compact():
+        if self._should_compact() and self._compaction.due():
             try:
                 self._compact_locked()
             except (OSError, StoreError) as e:
-                # The write itself is durable; compaction simply runs again on a later write.
-                log.warning("compacting %s failed: %s", self.path, e)
+                # The write itself is durable; the compaction is retried later (_compaction).
+                assert self._journal is not None
+                needed = self._journal.offset + self._journal.snapshot_bytes
+                self._compaction.failed(e, needed=needed)
+            else:
+                self._compaction.succeeded()
 
     def _should_compact(self) -> bool:
         # Only once the log also outgrows the snapshot: rewriting a large snapshot after every
@@ -340,6 +346,7 @@ class EmbeddedStore(MemoryStore):
         with self._write():
             if self._journal is not None:
                 self._compact_locked()
+                self._compaction.succeeded()
 
     def _compact_locked(self) -> None:
         assert self._journal is not None
