@@ -46,7 +46,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
 from typing import Any
@@ -64,13 +64,14 @@ from bench.paired import compare
 
 log = logging.getLogger(__name__)
 
-CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase")
+CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase", "two-phase-noabstain")
 LABELS = {
     "none": "no memory (the same agent, exploring)",
     "plain": "every procedure handed over, agent's Jaccard rule picks",
     "flat-topk": "numpy cosine top-K over procedure keys",
     "similarity": "graphmem λ=0",
     "two-phase": "graphmem two-phase (library defaults, λ=0.5), credit by use",
+    "two-phase-noabstain": "graphmem two-phase, its defaults but abstention off",
 }
 HANDOVER = 5
 CANDIDATES = 4
@@ -83,6 +84,7 @@ COMPARISONS = (
     ("two-phase", "similarity"),
     ("two-phase", "plain"),
     ("two-phase", "none"),
+    ("two-phase", "two-phase-noabstain"),
     ("similarity", "flat-topk"),
     ("plain", "none"),
     ("flat-topk", "none"),
@@ -195,14 +197,16 @@ class GraphmemMemory(NoMemory):
     """graphmem procedures: gold runs built, own runs by ``update`` (adjustment), two-phase
     retrieval into an Episode, credit by use."""
 
-    def __init__(self, embedder: Any, lam: float, k: int) -> None:
+    def __init__(self, embedder: Any, lam: float, k: int, abstain: bool | None = None) -> None:
         from graphmem.config import RetrievalConfig
         from graphmem.memory import GraphMemory
         from graphmem.models import MemoryKind
         from graphmem.stores.embedded import EmbeddedStore
 
         self.mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
-        overrides = {} if lam == 0.5 else {"lam": lam}  # two-phase: the library's own λ
+        overrides: dict[str, Any] = {} if lam == 0.5 else {"lam": lam}  # the library's λ
+        if abstain is not None:  # None: the library's default (abstention on)
+            overrides["abstain"] = abstain
         self.config = RetrievalConfig(
             k1=CANDIDATES * k, k2=k, kinds=(MemoryKind.PROCEDURE,), **overrides
         )
@@ -280,8 +284,10 @@ def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
         return PlainMemory()
     if name == "flat-topk":
         return FlatTopK(embedder, k)
-    if name in ("similarity", "two-phase"):
-        return GraphmemMemory(embedder, 0.0 if name == "similarity" else 0.5, k)
+    if name == "similarity":  # plain cosine ranking: every candidate handed over
+        return GraphmemMemory(embedder, 0.0, k, abstain=False)
+    if name in ("two-phase", "two-phase-noabstain"):
+        return GraphmemMemory(embedder, 0.5, k, abstain=None if name == "two-phase" else False)
     raise ValueError(f"unknown condition {name!r}")
 
 
@@ -762,71 +768,82 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     started = time.perf_counter()
     prep = prepare(args)
     plan, gold = prep["plan"], prep["gold"]
+    name = f"learning_scienceworld_mixed_k{args.handover}"
+    name += "_heldout" if args.heldout else f"_{args.fold}"
+    name += f"_{args.tag}" if args.tag else ""
+    files: list[Any] = []
+
+    def write(done: dict[str, Run]) -> dict[str, Any]:
+        """The results of the conditions finished so far (a run cut short keeps them)."""
+        nonlocal files
+        runs = {n: done[n] for n in names if n in done}
+        rows = summary_rows(runs, prep["tasks"])
+        data = {
+            "setup": {
+                "command": command,
+                "machine": machine,
+                "heldout": bool(args.heldout),
+                "protocol": protocol.purpose
+                if args.fold == protocol.fold and args.test_start == protocol.start
+                else f"{args.fold} fold from position {args.test_start} (not the protocol's range)",
+                "fold": args.fold,
+                "test_start": args.test_start,
+                "test": args.test,
+                "train": args.train,
+                "train_start": args.train_start,
+                "budget": args.budget,
+                "handover": args.handover,
+                "k1": CANDIDATES * args.handover,
+                "q_prior": RetrievalConfig().q_prior,
+                "episodes": len(plan),
+                "gold_procedures": sum(t.success for t in gold),
+                "tasks": prep["infos"],
+                "embedder": embedder_label(args.embedder),
+                "jobs": jobs,
+                "memory_nodes": {n: r.memory_nodes for n, r in runs.items() if r.memory_nodes},
+                "seconds": time.perf_counter() - started,
+            },
+            "plan": plan,
+            "results": rows,
+            "comparisons": comparisons(runs),
+            "episodes": {n: r.episodes for n, r in runs.items()},
+        }
+        files = write_results(args.out, name, data, markdown(data))
+        return data
+
     runs: dict[str, Run] = {}
     jobs = max(1, min(args.jobs, len(names)))
     bar = progress_bar(len(names), "conditions", enabled=not args.no_progress)
     try:
         if jobs == 1:
-            for name in names:
-                runs[name] = _play_one(
-                    name, plan, gold, args.fold, args.budget, args.handover, args.embedder
+            for cname in names:
+                runs[cname] = _play_one(
+                    cname, plan, gold, args.fold, args.budget, args.handover, args.embedder
                 )
+                write(runs)
                 bar.update(1)
         else:
             with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
                 futures = {
-                    name: pool.submit(
+                    pool.submit(
                         _play_one,
-                        name,
+                        cname,
                         plan,
                         gold,
                         args.fold,
                         args.budget,
                         args.handover,
                         args.embedder,
-                    )
-                    for name in names
+                    ): cname
+                    for cname in names
                 }
-                for name, future in futures.items():
-                    runs[name] = future.result()
+                for future in as_completed(futures):
+                    runs[futures[future]] = future.result()
+                    write(runs)
                     bar.update(1)
     finally:
         bar.close()
-    rows = summary_rows(runs, prep["tasks"])
-    data = {
-        "setup": {
-            "command": command,
-            "machine": machine,
-            "heldout": bool(args.heldout),
-            "protocol": protocol.purpose
-            if args.fold == protocol.fold and args.test_start == protocol.start
-            else f"{args.fold} fold from position {args.test_start} (not the protocol's range)",
-            "fold": args.fold,
-            "test_start": args.test_start,
-            "test": args.test,
-            "train": args.train,
-            "train_start": args.train_start,
-            "budget": args.budget,
-            "handover": args.handover,
-            "k1": CANDIDATES * args.handover,
-            "q_prior": RetrievalConfig().q_prior,
-            "episodes": len(plan),
-            "gold_procedures": sum(t.success for t in gold),
-            "tasks": prep["infos"],
-            "embedder": embedder_label(args.embedder),
-            "jobs": jobs,
-            "memory_nodes": {n: r.memory_nodes for n, r in runs.items() if r.memory_nodes},
-            "seconds": time.perf_counter() - started,
-        },
-        "plan": plan,
-        "results": rows,
-        "comparisons": comparisons(runs),
-        "episodes": {n: r.episodes for n, r in runs.items()},
-    }
-    name = f"learning_scienceworld_mixed_k{args.handover}"
-    name += "_heldout" if args.heldout else f"_{args.fold}"
-    name += f"_{args.tag}" if args.tag else ""
-    files = write_results(args.out, name, data, markdown(data))
+    data = write(runs)
     return {"data": data, "files": files, "runs": runs}
 
 

@@ -184,7 +184,9 @@ def test_experiences_are_followed_and_only_followed_ones_are_credited() -> None:
 
     plan = mixed.mixed_plan(30, start=0, families=("twc",))
     with mixed.open_envs(["twc"], 30)["twc"] as env:
-        run = _play("two-phase", plan, {"twc": env}, handover=3, items="experiences")
+        # Abstention off: every game after the first is handed something (with it on, probe
+        # games hand nothing over: tests/test_abstention.py).
+        run = _play("two-phase-noabstain", plan, {"twc": env}, handover=3, items="experiences")
     assert run.games[0].decisions == [0]  # nothing to hand over yet
     assert all(d[0] >= 1 for d in (g.decisions for g in run.games[1:]))
     assert any(g.used for g in run.games)  # some game followed a remembered one

@@ -20,7 +20,7 @@ from graphmem.agents import Observation, StepResult
 from graphmem.llm import MemoryLLM
 from graphmem.stores.embedded import EmbeddedStore
 from showcase.envs.agents import ChatPolicy, Explorer
-from showcase.textworld_agent import run_stream
+from showcase.textworld_agent import PROCEDURE_RETRIEVAL, run_stream
 
 SEEDS = [0, 1, 2]
 
@@ -165,9 +165,14 @@ def test_the_policy_says_who_chose_each_step(
     llm = MemoryLLM.from_openai(
         base_url=stub.base_url, model="stub-model", api_key="sk-agent", timeout=0.3, retries=1
     )
+    # Abstention off: every game after the first replays the remembered route (with it on,
+    # the third game is a probe that learns how the agent does alone).
     mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder(64), llm=llm)
     policy = ChatPolicy(llm, fallback=Explorer())
-    result = run_stream(mem, "door", game="door", seeds=SEEDS, policy=policy, env=DoorGame())
+    procedures = PROCEDURE_RETRIEVAL.model_copy(update={"abstain": False})
+    result = run_stream(
+        mem, "door", game="door", seeds=SEEDS, policy=policy, env=DoorGame(), procedures=procedures
+    )
     assert all(result.successes) and sum(result.steps) == 6
     assert policy.summary() == said
 
