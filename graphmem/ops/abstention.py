@@ -182,8 +182,9 @@ def withhold(
     base: Baseline,
     cfg: RetrievalConfig,
 ) -> tuple[list[Hit], list[Hit]]:
-    """Split ranked ``hits`` into those handed over and those withheld (with ``withheld`` set
-    to the reason). Only kinds in ``cfg.utility_kinds`` can be withheld.
+    """Split ranked ``hits`` into those handed over (ranks renumbered) and those withheld
+    (``withheld`` set to the reason), each with its ``expected`` set; the hits are changed in
+    place. Only kinds in ``cfg.utility_kinds`` can be withheld.
 
     Nothing is withheld while nothing is known: no candidate credited and no no-memory
     episode in the cluster (an agent that never reports outcomes gets plain two-phase
@@ -229,12 +230,14 @@ def withhold(
             )
     kept: list[Hit] = []
     held: list[Hit] = []
-    for i, hit in enumerate(hits):
-        update = {"expected": expected.get(i)}
+    for i, hit in enumerate(hits):  # the hits are this retrieval's own: set in place
+        hit.expected = expected.get(i)
         if i in reasons:
-            held.append(hit.model_copy(update={**update, "withheld": reasons[i]}))
+            hit.withheld = reasons[i]
+            held.append(hit)
         else:
-            kept.append(hit.model_copy(update={**update, "rank": len(kept)}))
+            hit.rank = len(kept)
+            kept.append(hit)
     return kept, held
 
 
