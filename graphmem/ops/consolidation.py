@@ -281,7 +281,7 @@ def procedure_signature(
 ) -> tuple[str, ...] | None:
     """What two procedures of one cluster must share to merge: their folded actions
     (``exact``) or their :func:`skeleton` (``skeleton``); None without steps."""
-    from graphmem.ops.build import procedure_chain
+    from graphmem.ops.chains import procedure_chain
 
     steps, _ = procedure_chain(mem.store, namespace, procedure.id)
     if not steps:
