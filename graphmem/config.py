@@ -116,9 +116,16 @@ class RetrievalConfig(GraphmemModel):
         default=3,
         ge=0,
         le=1000,
-        description="Abstention: once memory is being credited near a query, episodes whose "
-        "task cluster has fewer no-memory episodes than this hand nothing over (probes that "
-        "learn the baseline).",
+        description="Abstention: once memory is being credited near a query (probe_after), "
+        "episodes whose task cluster has fewer no-memory episodes than this hand nothing over "
+        "(probes that learn the baseline).",
+    )
+    probe_after: int = Field(
+        default=5,
+        ge=0,
+        le=100_000,
+        description="Abstention: credited uses the candidates must hold before a retrieval "
+        "probes (memory is being learned near the query).",
     )
     cluster_k: int = Field(
         default=20, ge=1, le=1000, description="Abstention: Task nodes pooled as the cluster."

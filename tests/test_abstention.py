@@ -115,7 +115,11 @@ def test_a_withheld_memory_is_not_recorded_on_the_episode(
 def test_probe_episodes_teach_the_baseline(store: MemoryStore, namespace: str) -> None:
     mem = _memory(store)
     ids = _build(mem, namespace)
-    _play(mem, namespace, ids["good"], 1.0, 2)  # memory is being credited here
+    _play(mem, namespace, ids["good"], 1.0, CFG.probe_after - 1)
+    # Too few credited uses to probe, and no no-memory episode to compare with: handed over.
+    found = mem.retrieve(namespace, TASK, CFG)
+    assert ids["good"] in [h.memory.id for h in found.hits] and found.withheld == []
+    _play(mem, namespace, ids["good"], 1.0, 1)  # now memory is being learned here
     probes = CFG.baseline_probes
     for n in range(probes):
         found = mem.retrieve(namespace, TASK, CFG, open_episode=True)
@@ -132,6 +136,18 @@ def test_probe_episodes_teach_the_baseline(store: MemoryStore, namespace: str) -
     assert found.baseline_episodes == probes
     assert found.baseline == pytest.approx(0.5 / (probes + 1))
     assert ids["good"] in [h.memory.id for h in found.hits]
+
+
+def test_one_failure_does_not_hide_a_memory_without_a_baseline(
+    store: MemoryStore, namespace: str
+) -> None:
+    """Retrieve, fail, retrieve: with no episode played without memory there is nothing to
+    compare with, so the memory that failed once is still handed over."""
+    mem = _memory(store)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["bad"], 0.0, 1)
+    found = mem.retrieve(namespace, TASK, CFG)
+    assert ids["bad"] in [h.memory.id for h in found.hits] and found.withheld == []
 
 
 def test_an_agent_that_hands_nothing_over_still_learns_the_baseline(

@@ -186,12 +186,11 @@ def withhold(
     (``withheld`` set to the reason), each with its ``expected`` set; the hits are changed in
     place. Only kinds in ``cfg.utility_kinds`` can be withheld.
 
-    Nothing is withheld while nothing is known: no candidate credited and no no-memory
-    episode in the cluster (an agent that never reports outcomes gets plain two-phase
-    retrieval). While the cluster holds fewer than ``cfg.baseline_probes`` no-memory episodes
-    and a candidate has been credited (memory is being learned here), every valued hit is
-    withheld: the episode is a probe that teaches the baseline. Otherwise a hit is withheld
-    when its
+    Nothing is withheld while the cluster has no no-memory episode (nothing to compare with;
+    an agent that never reports outcomes gets plain two-phase retrieval). Once the candidates
+    hold ``cfg.probe_after`` credited uses (memory is being learned here) but the cluster fewer
+    than ``cfg.baseline_probes`` no-memory episodes, every valued hit is withheld: the episode
+    is a probe that teaches the baseline. Otherwise a hit is withheld when its
     expectation plus ``cfg.abstain_z`` standard errors (its own and the baseline's) stays
     below the baseline by more than ``cfg.abstain_margin``.
     """
@@ -205,9 +204,12 @@ def withhold(
         source="source" in cfg.q_prior,
         prior_weight=cfg.abstain_prior,
     )
-    credited = any(hits[i].memory.q_updates > 0 for i in valued)
-    probing = credited and base.episodes < cfg.baseline_probes
-    judged = credited or base.episodes > 0  # else nothing is known on either side
+    # Memory is being learned here once the candidates hold enough credited uses; then a
+    # cluster with too few no-memory episodes is probed. Without a no-memory episode nothing
+    # is judged: there is nothing to compare with.
+    credited = sum(hits[i].memory.q_updates for i in valued)
+    probing = credited >= cfg.probe_after and base.episodes < cfg.baseline_probes
+    judged = base.episodes > 0
     base_se = spread(mem, base.value) / math.sqrt(base.episodes + 1)
     reasons: dict[int, str] = {}
     expected: dict[int, float] = {}
