@@ -90,8 +90,9 @@ class Condition:
     """None: graphmem's default (``RetrievalConfig.q_prior``, 'source' since issue 28; 'q0'
     before, in the result files made before that change)."""
     abstain: bool | None = None
-    """None: graphmem's default (``RetrievalConfig.abstain``, on since issue 45); the
-    similarity baselines set False (plain cosine ranking, every candidate handed over)."""
+    """None: graphmem's default (``RetrievalConfig.abstain``: off; issue 45's held-out run of
+    bench/results/learning_mixed_experiences_k5_heldout_abstention.md played it on, as
+    ``two-phase``, beside ``two-phase-noabstain``); the similarity baselines set False."""
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -112,6 +113,13 @@ CONDITIONS: dict[str, Condition] = {
             "graphmem",
             0.5,
             abstain=False,
+        ),
+        Condition(
+            "two-phase-abstain",
+            "graphmem λ=0.5, its defaults with abstention on (graph on)",
+            "graphmem",
+            0.5,
+            abstain=True,
         ),
         Condition(
             "similarity-abstain",
@@ -339,7 +347,6 @@ class GraphmemMemory(NoMemory):
         from graphmem.stores.embedded import EmbeddedStore
 
         store = EmbeddedStore.open(store_dir) if store_dir else EmbeddedStore.in_memory()
-        self.mem = GraphMemory(store, embedder=embedder, config=MemoryConfig())
         self.graph = condition.graph
         self.config = RetrievalConfig(
             k1=CANDIDATES * k,
@@ -350,6 +357,9 @@ class GraphmemMemory(NoMemory):
             **({} if condition.q_prior is None else {"q_prior": condition.q_prior}),
             **({} if condition.abstain is None else {"abstain": condition.abstain}),
         )
+        # The memory's own config carries the retrieval's, so finishing an episode that
+        # credits nothing counts towards abstention's baseline when abstention is on.
+        self.mem = GraphMemory(store, embedder=embedder, config=MemoryConfig(retrieval=self.config))
         self.offered: dict[str, Any] = {}
         """This game's hits by memory id (what credit by use can credit)."""
         self.open_id: str | None = None
@@ -750,6 +760,8 @@ COMPARISONS = (
     ("flat-topk", "none"),
     ("two-phase", "two-phase-q0"),
     ("two-phase", "two-phase-noabstain"),
+    ("two-phase-abstain", "two-phase"),
+    ("two-phase-abstain", "none"),
     ("similarity-abstain", "similarity"),
     ("two-phase-source-pool-l1", "flat-topk"),
     ("two-phase-source-pool-l1", "similarity"),

@@ -64,7 +64,15 @@ from bench.paired import compare
 
 log = logging.getLogger(__name__)
 
-CONDITIONS = ("none", "plain", "flat-topk", "similarity", "two-phase", "two-phase-noabstain")
+CONDITIONS = (
+    "none",
+    "plain",
+    "flat-topk",
+    "similarity",
+    "two-phase",
+    "two-phase-noabstain",
+    "two-phase-abstain",
+)
 LABELS = {
     "none": "no memory (the same agent, exploring)",
     "plain": "every procedure handed over, agent's Jaccard rule picks",
@@ -72,6 +80,7 @@ LABELS = {
     "similarity": "graphmem λ=0",
     "two-phase": "graphmem two-phase (library defaults, λ=0.5), credit by use",
     "two-phase-noabstain": "graphmem two-phase, its defaults but abstention off",
+    "two-phase-abstain": "graphmem two-phase, its defaults with abstention on",
 }
 HANDOVER = 5
 CANDIDATES = 4
@@ -85,6 +94,7 @@ COMPARISONS = (
     ("two-phase", "plain"),
     ("two-phase", "none"),
     ("two-phase", "two-phase-noabstain"),
+    ("two-phase-abstain", "two-phase"),
     ("similarity", "flat-topk"),
     ("plain", "none"),
     ("flat-topk", "none"),
@@ -198,17 +208,23 @@ class GraphmemMemory(NoMemory):
     retrieval into an Episode, credit by use."""
 
     def __init__(self, embedder: Any, lam: float, k: int, abstain: bool | None = None) -> None:
-        from graphmem.config import RetrievalConfig
+        from graphmem.config import MemoryConfig, RetrievalConfig
         from graphmem.memory import GraphMemory
         from graphmem.models import MemoryKind
         from graphmem.stores.embedded import EmbeddedStore
 
-        self.mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
         overrides: dict[str, Any] = {} if lam == 0.5 else {"lam": lam}  # the library's λ
-        if abstain is not None:  # None: the library's default (abstention on)
+        if abstain is not None:  # None: the library's default (abstention off)
             overrides["abstain"] = abstain
         self.config = RetrievalConfig(
             k1=CANDIDATES * k, k2=k, kinds=(MemoryKind.PROCEDURE,), **overrides
+        )
+        # The memory's config carries the retrieval's: with abstention on, an episode that
+        # credits nothing counts towards its baseline.
+        self.mem = GraphMemory(
+            EmbeddedStore.in_memory(),
+            embedder=embedder,
+            config=MemoryConfig(retrieval=self.config),
         )
         self.items: dict[str, Item] = {}
         self.episode_id: str | None = None
@@ -286,8 +302,9 @@ def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
         return FlatTopK(embedder, k)
     if name == "similarity":  # plain cosine ranking: every candidate handed over
         return GraphmemMemory(embedder, 0.0, k, abstain=False)
-    if name in ("two-phase", "two-phase-noabstain"):
-        return GraphmemMemory(embedder, 0.5, k, abstain=None if name == "two-phase" else False)
+    if name in ("two-phase", "two-phase-noabstain", "two-phase-abstain"):
+        abstain = {"two-phase": None, "two-phase-noabstain": False}.get(name, True)
+        return GraphmemMemory(embedder, 0.5, k, abstain=abstain)
     raise ValueError(f"unknown condition {name!r}")
 
 

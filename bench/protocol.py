@@ -32,15 +32,11 @@ TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design 
 
 TRAIN = SeedRange("train", 0, "tuning on the train fold (e.g. procedure retrieval parameters)")
 
-HELDOUT = SeedRange(
-    "test", 50_000, "issue 45's report: played once, after abstention's design was frozen"
-)
-"""TextWorldExpress held-out stream: test fold, seeds from 50,000 up. Fresh for issue 45; once a
+HELDOUT = SeedRange("test", 70_000, "the next learning report: fresh, not yet played")
+"""TextWorldExpress held-out stream: test fold, seeds from 70,000 up, never played. Once a
 result from it changes a default it joins :data:`SPENT` and the next report takes a new range."""
 
-RETENTION_HELDOUT = SeedRange(
-    "test", 60_000, "issue 45 retention's report: the capacity sweep, played once"
-)
+RETENTION_HELDOUT = SeedRange("test", 80_000, "the next retention report: fresh, not yet played")
 """Held out for ``bench.retention`` (its own range, so its decision spends no other)."""
 
 
@@ -64,6 +60,18 @@ SPENT: tuple[Spent, ...] = (
         None,
         "issue 28: played with q_prior='q0', the default then changed to 'source' and the same "
         "seeds were played again; from then on a dev range",
+    ),
+    Spent(
+        "test",
+        50_000,
+        60_000,
+        "issue 45: abstention on vs off at K = 5 (200 games); it set abstention's default to off",
+    ),
+    Spent(
+        "test",
+        60_000,
+        70_000,
+        "issue 45: the retention sweep (300 games); retention stayed off by default",
     ),
 )
 """Every test-fold range that informed a decision (TextWorldExpress). A held-out range must not

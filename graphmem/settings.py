@@ -77,6 +77,16 @@ def _ann_threshold(text: str) -> int | None:
     return int(text)
 
 
+def _flag(name: str, raw: str) -> bool:
+    """An on/off environment variable: 1/true/yes/on or 0/false/no/off (empty: off)."""
+    value = raw.strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ConfigError(f"{name} must be on or off (1/0, true/false, yes/no), not {raw!r}")
+
+
 def _retry_s(text: str) -> float:
     """``GRAPHMEM_NEO4J_RETRY_S``: seconds, positive and finite (default 120)."""
     if not text.strip():
@@ -108,6 +118,8 @@ class Settings:
     llm_max_tokens_field: str = "max_tokens"
     llm_timeout: float = 30.0
     llm_retries: int = 2
+    abstain: bool = False
+    """``GRAPHMEM_ABSTAIN``: retrieval withholds memories not expected to beat no memory."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -128,6 +140,7 @@ class Settings:
             llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
             llm_api_key=e.get("GRAPHMEM_LLM_API_KEY") or e.get("OPENAI_API_KEY") or None,
             **_llm_limits(e),
+            abstain=_flag("GRAPHMEM_ABSTAIN", e.get("GRAPHMEM_ABSTAIN", "")),
         )
 
     @property
@@ -184,6 +197,10 @@ class Settings:
         )
 
     def open_memory(self) -> GraphMemory:
+        from graphmem.config import MemoryConfig, RetrievalConfig
         from graphmem.memory import GraphMemory
 
-        return GraphMemory(self.open_store(), embedder=self.make_embedder(), llm=self.make_llm())
+        config = MemoryConfig(retrieval=RetrievalConfig(abstain=True)) if self.abstain else None
+        return GraphMemory(
+            self.open_store(), embedder=self.make_embedder(), llm=self.make_llm(), config=config
+        )

@@ -1,5 +1,6 @@
-"""Abstention (issue 45): K is a maximum, and a memory reaches the agent only when its
-expected reward is not below what its task cluster earns without memory. Through the public
+"""Abstention (issue 45, opt-in: ``RetrievalConfig.abstain``): K is a maximum, and a memory
+reaches the agent only when its expected reward is not below what its task cluster earns
+without memory. Through the public
 API, on the embedded store and on Neo4j when ``GRAPHMEM_NEO4J_URI`` is set."""
 
 from __future__ import annotations
@@ -9,7 +10,14 @@ from typing import Any
 
 import pytest
 
-from graphmem import GraphMemory, HashingEmbedder, InvalidInput, MemoryKind, RetrievalConfig
+from graphmem import (
+    GraphMemory,
+    HashingEmbedder,
+    InvalidInput,
+    MemoryConfig,
+    MemoryKind,
+    RetrievalConfig,
+)
 from graphmem.models import Task
 from graphmem.stores.base import MemoryStore
 
@@ -18,11 +26,14 @@ PROCS = {
     "good": ["open fridge", "take carrot", "slice carrot", "cook carrot with stove", "eat meal"],
     "bad": ["open fridge", "take apple", "roast apple with oven", "eat meal"],
 }
-CFG = RetrievalConfig(k1=5, k2=5, kinds=(MemoryKind.PROCEDURE,), floor=-1.0)
+CFG = RetrievalConfig(k1=5, k2=5, kinds=(MemoryKind.PROCEDURE,), floor=-1.0, abstain=True)
 
 
-def _memory(store: MemoryStore) -> GraphMemory:
-    return GraphMemory(store, embedder=HashingEmbedder(384))
+def _memory(store: MemoryStore, *, abstain: bool = True) -> GraphMemory:
+    """Abstention on in the memory's config (so finishing an episode that credits nothing
+    counts towards the baseline), unless ``abstain`` is False (the library default)."""
+    config = MemoryConfig(retrieval=CFG.model_copy(update={"abstain": abstain}))
+    return GraphMemory(store, embedder=HashingEmbedder(384), config=config)
 
 
 def _trajectory(steps: list[str], success: bool) -> dict[str, Any]:
@@ -92,6 +103,25 @@ def test_a_memory_expected_below_the_baseline_is_withheld(
     # Abstention off hands the bad one over, ranked as before.
     plain = mem.retrieve(namespace, TASK, CFG, abstain=False)
     assert ids["bad"] in [h.memory.id for h in plain.hits] and plain.withheld == []
+
+
+def test_off_by_default_nothing_is_withheld(store: MemoryStore, namespace: str) -> None:
+    """The library default hands the bad memory over, and finishing an episode that credits
+    nothing writes nothing beyond the credit; reported baselines are kept all the same."""
+    assert RetrievalConfig().abstain is False and MemoryConfig().retrieval.abstain is False
+    mem = _memory(store, abstain=False)
+    ids = _build(mem, namespace)
+    _play(mem, namespace, ids["bad"], 0.0, 4)
+    episode = mem.start_episode(namespace, TASK)
+    mem.finish_episode(namespace, episode.id, 1.0)  # credits nothing: no baseline kept
+    assert _task(mem, namespace).uses == 0
+    for reward in (1.0, 1.0, 0.0, 1.0):
+        mem.report_baseline(namespace, TASK, reward)
+    found = mem.retrieve(namespace, TASK, mem.config.retrieval)
+    assert ids["bad"] in [h.memory.id for h in found.hits]
+    assert found.withheld == [] and found.baseline is None
+    assert _task(mem, namespace).uses == 4
+    assert ids["bad"] in [h.memory.id for h in mem.retrieve(namespace, TASK, CFG).withheld]
 
 
 def test_a_withheld_memory_is_not_recorded_on_the_episode(
@@ -202,7 +232,7 @@ def test_the_mcp_client_sees_what_was_withheld_and_why(store: MemoryStore, names
         assert held["memory_id"] == ids["bad"] and "below the baseline" in held["reason"]
         assert held["expected"] < found["baseline"]
 
-    env = {"GRAPHMEM_EMBEDDER": "hashing"}
+    env = {"GRAPHMEM_EMBEDDER": "hashing", "GRAPHMEM_ABSTAIN": "on"}
     if isinstance(store, EmbeddedStore):
         env["GRAPHMEM_STORE"] = str(store.path)
     else:
@@ -229,3 +259,20 @@ def test_the_retrieve_flow_reports_what_was_withheld(store: MemoryStore, namespa
     assert out["withheld"][0]["reason"] and out["baseline"] is not None
     assert out["hits"][0]["expected"] is not None
     assert out["hits"][0]["expected"] >= out["baseline"] > out["withheld"][0]["expected"]
+
+
+def test_graphmem_abstain_switches_it_on_for_the_served_surfaces(tmp_path: Any) -> None:
+    from graphmem.errors import ConfigError
+    from graphmem.settings import Settings
+
+    env = {"GRAPHMEM_STORE": str(tmp_path / "s"), "GRAPHMEM_EMBEDDER": "hashing"}
+    for raw, want in (("", False), ("off", False), ("1", True), ("On", True)):
+        settings = Settings.from_env({**env, "GRAPHMEM_ABSTAIN": raw})
+        assert settings.abstain is want
+        mem = settings.open_memory()
+        try:
+            assert mem.config.retrieval.abstain is want
+        finally:
+            mem.store.close()
+    with pytest.raises(ConfigError, match="GRAPHMEM_ABSTAIN"):
+        Settings.from_env({**env, "GRAPHMEM_ABSTAIN": "maybe"})

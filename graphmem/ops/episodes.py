@@ -22,6 +22,7 @@ True
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from datetime import datetime
@@ -288,7 +289,11 @@ def finish_episode(
         used=marks,
         credit=policy,
     )
-    if not credit_done.replayed and not credit_done.q_after:
+    if (
+        not credit_done.replayed
+        and not credit_done.q_after
+        and learns_baseline(mem, credit_done.episode)
+    ):
         # Nothing credited: the episode is what acting without memory earns in its task
         # cluster, the baseline abstention compares with (ops.abstention). Counted after the
         # atomic finish, so a retried finish (replayed) never counts it twice; a crash in
@@ -313,6 +318,21 @@ def finish_episode(
         q_after=credit_done.q_after,
         replayed=credit_done.replayed,
     )
+
+
+def learns_baseline(mem: MemoryContext, episode: Episode) -> bool:
+    """Whether a finished episode that credited nothing counts towards abstention's baseline:
+    when abstention is on in the memory's config or in the retrieval the episode recorded
+    (off by default, so by default finishing an episode writes nothing beyond the credit)."""
+    if mem.config.retrieval.abstain:
+        return True
+    if not episode.retrieval_config:
+        return False
+    try:
+        recorded = json.loads(episode.retrieval_config)
+    except ValueError:
+        return False
+    return isinstance(recorded, dict) and recorded.get("abstain") is True
 
 
 # ---- history -----------------------------------------------------------------------------
