@@ -380,9 +380,7 @@ class GraphState:
             return []
         if not self.text.has(namespace):
             self.text.build(namespace, (unpack(p) for _, p in space.graph.nodes()))
-        return self.text.search(
-            namespace, terms, k, kinds=kinds, include_obsolete=include_obsolete
-        )
+        return self.text.search(namespace, terms, k, kinds=kinds, include_obsolete=include_obsolete)
 
     def is_superseded(self, namespace: str, memory_id: str) -> bool:
         """Whether another memory SUPERSEDES this one (straight from the adjacency)."""

@@ -316,9 +316,11 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
     ) -> list[TextRecall]:
         """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
         ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j_fulltext`."""
-        return drive(fulltext.recall_text(
-            self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
-        ))
+        return drive(
+            fulltext.recall_text(
+                self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
+            )
+        )
 
     def text_index_problems(self) -> list[str]:
         """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
