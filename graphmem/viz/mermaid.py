@@ -195,7 +195,17 @@ def _task_rows(sub: Subgraph) -> str:
         blocks.append(previous)
     lines += chain_edges
     left_out = 0
-    for edge in sub.edges:
+    # In an order every store gives alike (by kind and the captions the edge joins), so the
+    # linkStyle numbers colour the same edges whichever store the graph was read from.
+    ordered = sorted(
+        sub.edges,
+        key=lambda e: (
+            sorted(e.kinds),
+            sub.nodes[e.src].caption if e.src in sub.nodes else e.src,
+            sub.nodes[e.dst].caption if e.dst in sub.nodes else e.dst,
+        ),
+    )
+    for edge in ordered:
         if {edge.src, edge.dst} & (row_of.keys() | hidden):
             continue  # a chain's steps: drawn in their rows above, or left out
         if "LINKS_TO" in edge.kinds or {edge.src, edge.dst} & in_rest:
