@@ -106,6 +106,7 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
+from graphmem.ops.abstention import implied_mean
 from graphmem.ops.obsolescence import SUPERSEDED_BY, note_subject
 
 if TYPE_CHECKING:
@@ -411,12 +412,11 @@ def pooled_utility(
     successes = sum(m.successes for m in memories)
     if n_total == 0:
         return math.fsum(m.q for m in memories) / len(memories), 0, uses, successes
-    weighted = []
-    for m in memories:
-        if m.q_updates == 0:
-            continue
-        kept = (1.0 - alpha) ** m.q_updates
-        weighted.append(m.q_updates * (m.q - kept * q0) / (1.0 - kept))
+    weighted = [
+        m.q_updates * mean
+        for m in memories
+        if (mean := implied_mean(m.q, m.q_updates, q0, alpha)) is not None
+    ]
     mu = min(config.reward_max, max(config.reward_min, math.fsum(weighted) / n_total))
     kept = (1.0 - alpha) ** n_total
     q = kept * q0 + (1.0 - kept) * mu
