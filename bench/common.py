@@ -390,3 +390,22 @@ def make_embedder(name: str) -> Any:
 
 def embedder_label(name: str) -> str:
     return "HashingEmbedder (384-d)" if name == "hashing" else "all-MiniLM-L6-v2 (384-d)"
+
+
+def time_interleaved(
+    cases: dict[str, Callable[[int], object]], queries: int, warmup: int
+) -> dict[str, Any]:
+    """Time each case once per query, the order alternating per query, after ``warmup``
+    untimed rounds; p50/p95/mean per case (:func:`percentiles`)."""
+    names = list(cases)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for i in range(warmup):
+        for name in names:
+            cases[name](i)
+    for i in range(warmup, warmup + queries):
+        order = names if i % 2 == 0 else names[::-1]
+        for name in order:
+            t0 = time.perf_counter()
+            cases[name](i)
+            samples[name].append((time.perf_counter() - t0) * 1000)
+    return {name: percentiles(samples[name]) for name in names}

@@ -72,20 +72,6 @@ def load(store: Any, data: Dataset, args: argparse.Namespace) -> float:
     return time.perf_counter() - started
 
 
-def timed(cases: dict[str, Callable[[int], object]], queries: int, warmup: int) -> dict[str, Any]:
-    names = list(cases)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(warmup):
-        for name in names:
-            cases[name](i)
-    for i in range(warmup, warmup + queries):
-        for name in names if i % 2 == 0 else names[::-1]:
-            t0 = time.perf_counter()
-            cases[name](i)
-            samples[name].append((time.perf_counter() - t0) * 1000)
-    return {name: common.percentiles(samples[name]) for name in names}
-
-
 def cases(store: Any, data: Dataset) -> tuple[dict[str, Callable[[int], object]], list[int]]:
     from graphmem.config import RetrievalConfig
     from graphmem.memory import GraphMemory
@@ -147,7 +133,7 @@ def measure(store: Any, data: Dataset, args: argparse.Namespace) -> dict[str, An
     if hasattr(store, "wait_for_index"):
         store.wait_for_index(600)
     timing, withheld = cases(store, data)
-    result = timed(timing, args.queries, args.warmup)
+    result = common.time_interleaved(timing, args.queries, args.warmup)
     return {
         "load_s": round(load_s, 1),
         "cases": result,

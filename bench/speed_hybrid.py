@@ -22,7 +22,7 @@ import logging
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,21 +42,6 @@ def _load(store: Any, data: Dataset, namespace: str, quiet: bool) -> float:
             store.upsert(procedures(data, namespace, lo, min(n, lo + 1000)))
             bar.update(min(n, lo + 1000) - lo)
     return time.perf_counter() - started
-
-
-def _time(cases: dict[str, Callable[[int], object]], queries: int, warmup: int) -> dict[str, Any]:
-    names = list(cases)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for i in range(warmup):
-        for name in names:
-            cases[name](i)
-    for i in range(warmup, warmup + queries):
-        order = names if i % 2 == 0 else names[::-1]
-        for name in order:
-            t0 = time.perf_counter()
-            cases[name](i)
-            samples[name].append((time.perf_counter() - t0) * 1000)
-    return {name: common.percentiles(samples[name]) for name in names}
 
 
 def graphmem_cases(store: Any, data: Dataset, namespace: str, k1: int) -> dict[str, Any]:
@@ -97,7 +82,7 @@ def run_embedded(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
             store.recall_text(NAMESPACE, data.query_texts[0], 1)
             build_s = time.perf_counter() - t0
             cases = graphmem_cases(store, data, NAMESPACE, args.k1)
-            timed = _time(cases, args.queries, args.warmup)
+            timed = common.time_interleaved(cases, args.queries, args.warmup)
         finally:
             store.close()
     return {"load_s": round(load_s, 1), "index_build_s": round(build_s, 3), "cases": timed}
@@ -137,7 +122,7 @@ def run_neo4j(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
         cases["neo4j-graphrag HybridRetriever"] = lambda i: retriever.get_search_results(
             query_text=data.query_texts[i], query_vector=data.queries[i].tolist(), top_k=args.k1
         )
-        timed = _time(cases, args.queries, args.warmup)
+        timed = common.time_interleaved(cases, args.queries, args.warmup)
     finally:
         try:
             with store.driver.session(database=settings.database) as session:
