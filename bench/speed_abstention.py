@@ -1,5 +1,5 @@
-"""What abstention costs a retrieval: two-phase retrieval with it off (as before issue 45) and
-on (the default: one more recall, of the query's task cluster), at 10k memories, embedded and
+"""What abstention costs a retrieval: two-phase retrieval with it off (the default) and
+on (opt-in: one more recall, of the query's task cluster), at 10k memories, embedded and
 Neo4j.
 
     python -m bench.speed_abstention --size 10000 --stores embedded
@@ -91,8 +91,8 @@ def cases(store: Any, data: Dataset) -> tuple[dict[str, Callable[[int], object]]
         return mem.retrieve(NAMESPACE, f"q:{i % len(data.queries)}", off)
 
     return {
-        "abstention off (before)": without,
-        "abstention on (default)": with_abstention,
+        "abstention off (default)": without,
+        "abstention on (opt-in)": with_abstention,
     }, withheld
 
 
@@ -157,9 +157,9 @@ def render(result: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for store, r in result["stores"].items():
-        off = r["cases"]["abstention off (before)"]["p95_ms"]
+        off = r["cases"]["abstention off (default)"]["p95_ms"]
         for name, p in r["cases"].items():
-            extra = r["withheld_per_query"] if name.endswith("(default)") else ""
+            extra = r["withheld_per_query"] if name.startswith("abstention on") else ""
             lines.append(
                 f"| {store} | {name} | {p['p50_ms']:.2f} | {p['p95_ms']:.2f} | "
                 f"{p['p95_ms'] / off:.2f}× | {extra} |"
