@@ -93,6 +93,9 @@ class Condition:
     """None: graphmem's default (``RetrievalConfig.abstain``: off; issue 45's held-out run of
     bench/results/learning_mixed_experiences_k5_heldout_abstention.md played it on, as
     ``two-phase``, beside ``two-phase-noabstain``); the similarity baselines set False."""
+    expand: Literal["off", "tasks", "links", "links+tasks"] | None = None
+    """None: graphmem's default (``RetrievalConfig.expand``: off); 'links+tasks' adds the
+    graph's neighbours to phase A (issue 45: task clusters and LINKS_TO feeding phase A)."""
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -120,6 +123,13 @@ CONDITIONS: dict[str, Condition] = {
             "graphmem",
             0.5,
             abstain=True,
+        ),
+        Condition(
+            "two-phase-expand",
+            "graphmem λ=0.5, its defaults with graph expansion of phase A (graph on)",
+            "graphmem",
+            0.5,
+            expand="links+tasks",
         ),
         Condition(
             "similarity-abstain",
@@ -356,6 +366,7 @@ class GraphmemMemory(NoMemory):
             q_scale=condition.q_scale,
             **({} if condition.q_prior is None else {"q_prior": condition.q_prior}),
             **({} if condition.abstain is None else {"abstain": condition.abstain}),
+            **({} if condition.expand is None else {"expand": condition.expand}),
         )
         # The memory's own config carries the retrieval's, so finishing an episode that
         # credits nothing counts towards abstention's baseline when abstention is on.
@@ -762,6 +773,7 @@ COMPARISONS = (
     ("two-phase", "two-phase-noabstain"),
     ("two-phase-abstain", "two-phase"),
     ("two-phase-abstain", "none"),
+    ("two-phase-expand", "two-phase"),
     ("similarity-abstain", "similarity"),
     ("two-phase-source-pool-l1", "flat-topk"),
     ("two-phase-source-pool-l1", "similarity"),

@@ -49,7 +49,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from multiprocessing import get_context
-from typing import Any
+from typing import Any, Literal
 
 from bench.common import (
     FlatCosine,
@@ -72,6 +72,7 @@ CONDITIONS = (
     "two-phase",
     "two-phase-noabstain",
     "two-phase-abstain",
+    "two-phase-expand",
 )
 LABELS = {
     "none": "no memory (the same agent, exploring)",
@@ -81,6 +82,7 @@ LABELS = {
     "two-phase": "graphmem two-phase (library defaults, λ=0.5), credit by use",
     "two-phase-noabstain": "graphmem two-phase, its defaults but abstention off",
     "two-phase-abstain": "graphmem two-phase, its defaults with abstention on",
+    "two-phase-expand": "graphmem two-phase, its defaults with graph expansion of phase A",
 }
 HANDOVER = 5
 CANDIDATES = 4
@@ -95,6 +97,7 @@ COMPARISONS = (
     ("two-phase", "none"),
     ("two-phase", "two-phase-noabstain"),
     ("two-phase-abstain", "two-phase"),
+    ("two-phase-expand", "two-phase"),
     ("similarity", "flat-topk"),
     ("plain", "none"),
     ("flat-topk", "none"),
@@ -207,7 +210,14 @@ class GraphmemMemory(NoMemory):
     """graphmem procedures: gold runs built, own runs by ``update`` (adjustment), two-phase
     retrieval into an Episode, credit by use."""
 
-    def __init__(self, embedder: Any, lam: float, k: int, abstain: bool | None = None) -> None:
+    def __init__(
+        self,
+        embedder: Any,
+        lam: float,
+        k: int,
+        abstain: bool | None = None,
+        expand: Literal["off", "tasks", "links", "links+tasks"] | None = None,
+    ) -> None:
         from graphmem.config import MemoryConfig, RetrievalConfig
         from graphmem.memory import GraphMemory
         from graphmem.models import MemoryKind
@@ -216,6 +226,8 @@ class GraphmemMemory(NoMemory):
         overrides: dict[str, Any] = {} if lam == 0.5 else {"lam": lam}  # the library's λ
         if abstain is not None:  # None: the library's default (abstention off)
             overrides["abstain"] = abstain
+        if expand is not None:  # None: the library's default (no graph expansion)
+            overrides["expand"] = expand
         self.config = RetrievalConfig(
             k1=CANDIDATES * k, k2=k, kinds=(MemoryKind.PROCEDURE,), **overrides
         )
@@ -305,6 +317,8 @@ def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
     if name in ("two-phase", "two-phase-noabstain", "two-phase-abstain"):
         abstain = {"two-phase": None, "two-phase-noabstain": False}.get(name, True)
         return GraphmemMemory(embedder, 0.5, k, abstain=abstain)
+    if name == "two-phase-expand":  # the procedures of the task cluster and linked ones too
+        return GraphmemMemory(embedder, 0.5, k, expand="links+tasks")
     raise ValueError(f"unknown condition {name!r}")
 
 

@@ -21,7 +21,6 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 from weakref import WeakKeyDictionary
 
-import numpy as np
 from pydantic import BaseModel, Field, PrivateAttr
 
 from graphmem.config import RetrievalConfig, RetrievePolicy
@@ -39,6 +38,7 @@ from graphmem.models import (
 )
 from graphmem.ops.abstention import Baseline, baseline, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
+from graphmem.ops.expansion import cosine, expand_candidates
 from graphmem.ops.fusion import FusedPool, hybrid_candidates
 from graphmem.stores.base import MemoryStore
 
@@ -355,6 +355,8 @@ def retrieve(
         candidates = pool.candidates
     else:
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
+        if cfg.expand != "off" and rng is None:
+            candidates = expand_candidates(mem.store, namespace, vector, candidates, cfg)
 
     scale, prior = _reward_scale(mem, cfg), _q_prior(mem, cfg)
     # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
@@ -488,23 +490,7 @@ def _random_candidates(
             break
         if not _superseded(store, namespace, [memory]):
             chosen.append(memory)
-    return [(m, _cosine(vector, m.embedding)) for m in chosen]
-
-
-def _cosine(a: Sequence[float], b: Sequence[float] | None) -> float:
-    """Cosine of two vectors, 0.0 when it is undefined; each is scaled to unit max-abs first so
-    no product overflows."""
-    if b is None or len(a) != len(b):
-        return 0.0
-    va, vb = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    if not (np.isfinite(va).all() and np.isfinite(vb).all()):
-        return 0.0
-    ma, mb = float(np.abs(va).max(initial=0.0)), float(np.abs(vb).max(initial=0.0))
-    if ma == 0.0 or mb == 0.0:
-        return 0.0
-    va, vb = va / ma, vb / mb
-    denom = float(np.linalg.norm(va) * np.linalg.norm(vb))
-    return float(np.clip(float(va @ vb) / denom, -1.0, 1.0)) if denom > 0 else 0.0
+    return [(m, cosine(vector, m.embedding)) for m in chosen]
 
 
 # ---- exploration -----------------------------------------------------------------------
