@@ -1,13 +1,18 @@
-"""What abstention costs a retrieval: two-phase retrieval with it off (the default) and
-on (opt-in: one more recall, of the query's task cluster), at 10k memories, embedded and
-Neo4j.
+"""What the retrieval-time mechanisms of issue 45 cost a retrieval: two-phase retrieval as
+a user gets it (abstention and graph expansion off), with abstention on (opt-in: one more
+recall, of the query's task cluster), and with every mechanism on (abstention and graph
+expansion of phase A, ``expand='links+tasks'``), at 10k memories, embedded and Neo4j.
+Consolidation and retention run when memories are written, not in retrieval: they only change
+how many memories there are to search.
 
     python -m bench.speed_abstention --size 10000 --stores embedded
     GRAPHMEM_NEO4J_URI=bolt://… python -m bench.speed_abstention --stores neo4j
 
 The corpus is ``bench.speed``'s (clustered synthetic vectors, short household tasks): the
-memories are procedures, half of them credited three times; beside them ``--tasks`` Task nodes
-near the queries carry no-memory episodes, so the baseline is computed and candidates are judged.
+memories are procedures, half of them credited three times, each LINKS_TO two others (as
+``evolve`` links them); beside them ``--tasks`` Task nodes near the queries carry no-memory
+episodes and are SOLVED_BY three procedures each, so the baseline is computed, candidates are
+judged and the graph has something to add.
 Queries are embedded by lookup (not timed); each query runs through both settings in turn, the
 order alternating, after warm-up queries. Timed: ``GraphMemory.retrieve`` end to end (k1 = 20,
 k2 = 5), no episode opened.
@@ -68,8 +73,29 @@ def load(store: Any, data: Dataset, args: argparse.Namespace) -> float:
         for p in batch[::2]:  # half credited three times
             p.q_updates, p.uses, p.successes = 3, 3, 2
         store.upsert(batch)
-    store.upsert(tasks(data, NAMESPACE, args.tasks))
+    made = tasks(data, NAMESPACE, args.tasks)
+    store.upsert(made)
+    edges = graph_edges(n, [t.id for t in made])
+    for lo in range(0, len(edges), 2000):
+        store.upsert(edges=edges[lo : lo + 2000])
     return time.perf_counter() - started
+
+
+def graph_edges(n: int, task_ids: Sequence[str], seed: int = 2) -> list[Any]:
+    """Each procedure LINKS_TO two others; each Task SOLVED_BY three procedures."""
+    from graphmem.models import Edge, EdgeKind
+
+    rng = np.random.default_rng(seed)
+    edges = []
+    for i in range(n):
+        for j in {int(x) for x in rng.integers(0, n, size=2)} - {i}:
+            edges.append(
+                Edge(namespace=NAMESPACE, kind=EdgeKind.LINKS_TO, src=f"m{i}", dst=f"m{j}")
+            )
+    for t in task_ids:
+        for j in {int(x) for x in rng.integers(0, n, size=3)}:
+            edges.append(Edge(namespace=NAMESPACE, kind=EdgeKind.SOLVED_BY, src=t, dst=f"m{j}"))
+    return edges
 
 
 def cases(store: Any, data: Dataset) -> tuple[dict[str, Callable[[int], object]], list[int]]:
@@ -80,6 +106,7 @@ def cases(store: Any, data: Dataset) -> tuple[dict[str, Callable[[int], object]]
     mem = GraphMemory(store, embedder=LookupEmbedder(data))
     base = RetrievalConfig(k1=20, k2=5, kinds=(MemoryKind.PROCEDURE,))
     off, on = base.model_copy(update={"abstain": False}), base.model_copy(update={"abstain": True})
+    every = on.model_copy(update={"expand": "links+tasks"})
     withheld: list[int] = []
 
     def with_abstention(i: int) -> object:
@@ -90,9 +117,13 @@ def cases(store: Any, data: Dataset) -> tuple[dict[str, Callable[[int], object]]
     def without(i: int) -> object:
         return mem.retrieve(NAMESPACE, f"q:{i % len(data.queries)}", off)
 
+    def with_everything(i: int) -> object:
+        return mem.retrieve(NAMESPACE, f"q:{i % len(data.queries)}", every)
+
     return {
         "abstention off (default)": without,
         "abstention on (opt-in)": with_abstention,
+        "abstention + graph expansion (every mechanism on)": with_everything,
     }, withheld
 
 
@@ -143,15 +174,16 @@ def measure(store: Any, data: Dataset, args: argparse.Namespace) -> dict[str, An
 
 def render(result: dict[str, Any]) -> str:
     lines = [
-        "# What abstention costs a retrieval",
+        "# What abstention and graph expansion cost a retrieval",
         "",
         f"Command: `{result['command']}`",
         "",
         common.machine_markdown(result["machine"]),
         "",
-        f"- {result['size']:,} procedures (half credited), {result['tasks']:,} Task nodes with "
-        f"no-memory episodes; {result['queries']} queries after {result['warmup']} warm-up, "
-        "both settings per query in turn; `GraphMemory.retrieve`, k1 = 20, k2 = 5",
+        f"- {result['size']:,} procedures (half credited, each LINKS_TO two others), "
+        f"{result['tasks']:,} Task nodes with no-memory episodes, each SOLVED_BY three; "
+        f"{result['queries']} queries after {result['warmup']} warm-up, every setting per "
+        "query in turn (the order alternating); `GraphMemory.retrieve`, k1 = 20, k2 = 5",
         "",
         "| store | setting | p50 ms | p95 ms | p95 / off | withheld per query |",
         "|---|---|---|---|---|---|",

@@ -19,6 +19,7 @@ from graphmem.models import (
     Hit,
     KeyMode,
     MemoryKind,
+    Namespace,
     Procedure,
     Task,
     content_hash,
@@ -27,6 +28,7 @@ from graphmem.models import (
 if TYPE_CHECKING:
     from graphmem.config import RetrievalConfig
     from graphmem.ops.context import MemoryContext
+    from graphmem.stores.base import MemoryStore, Recall
 
 
 _TIE = 1e-9
@@ -53,7 +55,7 @@ class Expectation(NamedTuple):
     """Credited uses behind it, plus the pooled prior's weight."""
 
 
-def task_for(mem: MemoryContext, namespace: str, task_text: str) -> Task:
+def task_for(mem: MemoryContext, namespace: Namespace, task_text: str) -> Task:
     """The Task node of ``task_text`` (the one ``build`` made or would make), created if none."""
     store = mem.store
     for mode in (KeyMode.QUERY, KeyMode.KEYWORDS):
@@ -77,7 +79,7 @@ def task_for(mem: MemoryContext, namespace: str, task_text: str) -> Task:
 
 
 def record_baseline(
-    mem: MemoryContext, namespace: str, task_text: str, reward: float, *, success: bool
+    mem: MemoryContext, namespace: Namespace, task_text: str, reward: float, *, success: bool
 ) -> Task:
     """Count one episode of ``task_text`` that no memory was credited for: its Task's Q, uses
     and successes are the no-memory arm of the task (``Q ← Q + α(R − Q)``, as for memories).
@@ -103,15 +105,20 @@ def implied_mean(q: float, updates: int, q0: float, alpha: float) -> float | Non
     return (q - keep * q0) / (1.0 - keep)
 
 
-def baseline(
-    mem: MemoryContext, namespace: str, vector: Sequence[float], cfg: RetrievalConfig
-) -> Baseline:
-    """The baseline of the cluster of tasks near ``vector``: the ``cluster_k`` nearest Task
-    nodes with similarity at least ``cluster_sim``, their no-memory episodes pooled."""
-    c = mem.config
-    recalled = mem.store.recall(
+def task_cluster(
+    store: MemoryStore, namespace: str, vector: Sequence[float], cfg: RetrievalConfig
+) -> list[Recall]:
+    """The query's task cluster: the ``cluster_k`` Task nodes nearest ``vector`` with
+    similarity at least ``cluster_sim`` (abstention's baseline and graph expansion share it)."""
+    return store.recall(
         namespace, list(vector), cfg.cluster_k, kinds=[MemoryKind.TASK], min_sim=cfg.cluster_sim
     )
+
+
+def baseline(mem: MemoryContext, recalled: Sequence[Recall]) -> Baseline:
+    """The baseline of a task cluster (:func:`task_cluster`): its Task nodes' no-memory
+    episodes pooled."""
+    c = mem.config
     total = weight = 0.0
     episodes = 0
     for r in recalled:

@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from graphmem.models import AnyMemory, EdgeKind, MemoryKind
+from graphmem.models import AnyMemory, EdgeKind
 
 if TYPE_CHECKING:
     from graphmem.config import RetrievalConfig
-    from graphmem.stores.base import MemoryStore
+    from graphmem.stores.base import MemoryStore, Recall
 
 
 def expand_candidates(
@@ -34,8 +34,10 @@ def expand_candidates(
     vector: Sequence[float],
     candidates: Sequence[tuple[AnyMemory, float]],
     cfg: RetrievalConfig,
+    cluster: Sequence[Recall],
 ) -> list[tuple[AnyMemory, float]]:
-    """``candidates`` followed by the memories the graph adds (at most ``cfg.expand_k``)."""
+    """``candidates`` followed by the memories the graph adds (at most ``cfg.expand_k``);
+    ``cluster`` is the query's task cluster (:func:`graphmem.ops.abstention.task_cluster`)."""
     if cfg.expand == "off" or cfg.expand_k == 0:
         return list(candidates)
     kinds = {str(k) for k in cfg.kinds}
@@ -49,10 +51,7 @@ def expand_candidates(
             found[memory.id] = memory
 
     if cfg.expand in ("tasks", "links+tasks"):
-        tasks = store.recall(
-            namespace, list(vector), cfg.cluster_k, kinds=[MemoryKind.TASK], min_sim=cfg.cluster_sim
-        )
-        for r in tasks:
+        for r in cluster:
             for _, memory in store.neighbours(
                 namespace, r.memory.id, kinds=[EdgeKind.SOLVED_BY], direction="out"
             ):
@@ -66,9 +65,33 @@ def expand_candidates(
     if not found:
         return list(candidates)
     dropped = store.superseded(namespace, list(found))
-    scored = [(m, cosine(vector, m.embedding)) for i, m in found.items() if i not in dropped]
+    live = [m for i, m in found.items() if i not in dropped]
+    scored = list(zip(live, cosines(vector, [m.embedding for m in live]), strict=True))
     scored.sort(key=lambda row: (-row[1], row[0].id))
     return [*candidates, *scored[: cfg.expand_k]]
+
+
+def cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -> list[float]:
+    """:func:`cosine` of ``query`` with each of ``vectors`` (one matrix product for the
+    well-formed ones).
+
+    >>> [round(c, 4) for c in cosines([1.0, 0.0], [[2.0, 0.0], None, [0.0, 3.0], [1.0]])]
+    [1.0, 0.0, 0.0, 0.0]
+    """
+    q = np.asarray(query, dtype=np.float64)
+    width = len(q)
+    rows = [i for i, v in enumerate(vectors) if v is not None and len(v) == width]
+    out = [0.0] * len(vectors)
+    if not rows or not np.isfinite(q).all():
+        return out
+    m = np.asarray([vectors[i] for i in rows], dtype=np.float64)
+    with np.errstate(all="ignore"):
+        norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
+        sims = (m @ q) / norms
+    for i, sim, ok in zip(rows, sims.tolist(), np.isfinite(sims).tolist(), strict=True):
+        # Rows that overflow or have no norm go the careful way.
+        out[i] = float(np.clip(sim, -1.0, 1.0)) if ok else cosine(query, vectors[i])
+    return out
 
 
 def cosine(a: Sequence[float], b: Sequence[float] | None) -> float:

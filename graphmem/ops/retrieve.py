@@ -30,13 +30,13 @@ from graphmem.models import (
     MAX_TEXT_CHARS,
     AnyMemory,
     Hit,
+    Namespace,
     Procedure,
     check_id,
-    check_namespace,
     check_unicode,
     construct,
 )
-from graphmem.ops.abstention import Baseline, baseline, withhold
+from graphmem.ops.abstention import Baseline, baseline, task_cluster, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
 from graphmem.ops.expansion import cosine, expand_candidates
 from graphmem.ops.fusion import FusedPool, hybrid_candidates
@@ -60,7 +60,7 @@ reproducible, yet successive retrievals do not all make the same random choice."
 class Retrieval(BaseModel):
     """What one retrieval returned, and why (each hit carries its score parts)."""
 
-    namespace: str
+    namespace: Namespace
     query: str
     config: RetrievalConfig
     hits: list[Hit] = Field(default_factory=list)
@@ -321,7 +321,7 @@ def _reward_scale(mem: MemoryContext, cfg: RetrievalConfig) -> tuple[float, floa
 
 def retrieve(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     query: str,
     config: RetrievalConfig | None = None,
     *,
@@ -335,7 +335,6 @@ def retrieve(
     :func:`graphmem.ops.episodes.start_episode`) instead. ``overrides`` replace fields of ``config``
     (default ``mem.config.retrieval``), e.g. ``lam=0`` or ``kinds=("Note",)``.
     """
-    check_namespace(namespace)
     _check_query(query)
     cfg = resolve_config(config, mem.config.retrieval, overrides)
     if open_episode and episode_id is not None:
@@ -355,12 +354,16 @@ def retrieve(
         candidates = pool.candidates
     else:
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
-        if cfg.expand != "off" and rng is None:
-            candidates = expand_candidates(mem.store, namespace, vector, candidates, cfg)
 
-    scale, prior = _reward_scale(mem, cfg), _q_prior(mem, cfg)
     # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
     judge = cfg.abstain and cfg.policy is not RetrievePolicy.RANDOM and bool(candidates)
+    expand = cfg.expand != "off" and pool is None and rng is None
+    # The query's task cluster, recalled once for abstention's baseline and graph expansion.
+    cluster = task_cluster(mem.store, namespace, vector, cfg) if judge or expand else []
+    if expand:
+        candidates = expand_candidates(mem.store, namespace, vector, candidates, cfg, cluster)
+
+    scale, prior = _reward_scale(mem, cfg), _q_prior(mem, cfg)
     hits = rank_candidates(
         candidates,
         cfg.lam,
@@ -376,7 +379,7 @@ def retrieve(
     withheld: list[Hit] = []
     base: Baseline | None = None
     if judge:
-        base = baseline(mem, namespace, vector, cfg)
+        base = baseline(mem, cluster)
         hits, withheld = withhold(mem, hits, base, cfg)
         hits = hits[: cfg.k2]
     explored = False
