@@ -50,8 +50,8 @@ def exact_top(vectors: np.ndarray, query: np.ndarray, k: int) -> set[int]:
 
 def library_rows(vectors: np.ndarray, queries: np.ndarray) -> list[str]:
     """Each library's HNSW at the store's parameters: build, latency, recall@k1 after re-score."""
-    from graphmem.stores import _ann
-    from graphmem.stores._vectors import ANN_MIN_FETCH, ANN_OVERFETCH
+    from graphmem.stores.embedded import ann as _ann
+    from graphmem.stores.embedded.vectors import ANN_MIN_FETCH, ANN_OVERFETCH
 
     fetch = max(ANN_OVERFETCH * K1, ANN_MIN_FETCH)
     truth = [exact_top(vectors, q, K1) for q in queries]
@@ -115,8 +115,8 @@ def main(argv: list[str] | None = None) -> None:
     from graphmem.config import RetrievalConfig
     from graphmem.embedding import SentenceTransformerEmbedder
     from graphmem.models import MemoryKind
-    from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD
     from graphmem.stores.embedded import EmbeddedStore
+    from graphmem.stores.embedded.vectors import DEFAULT_ANN_THRESHOLD
 
     texts, vectors = embeddings(args.size)
     _, questions = load(data_dir())

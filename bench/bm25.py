@@ -3,7 +3,8 @@ dependency; this follows its ``BM25Okapi``: k1 = 1.5, b = 0.75, and an idf floor
 ε · mean idf for terms in more than half the documents, ε = 0.25).
 
 Texts are cut into words as graphmem's keyword search cuts them
-(:func:`graphmem.stores._fulltext.tokens`), so the baseline and the library read the same words.
+(:func:`graphmem.stores.embedded.fulltext.tokens`), so the baseline and the library read the
+same words.
 
 >>> BM25(["the cat sat", "a dog ran", "a bird flew", "the dog swam"]).ranking("dog swam")
 [3, 0, 1, 2]
@@ -15,7 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from graphmem.stores._fulltext import tokens
+from graphmem.stores.embedded.fulltext import tokens
 
 
 class BM25:

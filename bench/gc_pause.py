@@ -5,7 +5,7 @@ it does. This holds N procedures (``bench.speed``'s corpus, precomputed vectors)
 turn, in one process, and times ``gc.collect()`` in thread CPU time (the median of five):
 
 - nothing held (the imported modules alone);
-- the embedded store with its defaults (memories and edges packed: ``stores/_packed.py``);
+- the embedded store with its defaults (memories and edges packed: ``stores/embedded/packed.py``);
 - the same memories as pydantic models in a networkx ``MultiDiGraph``, one node attribute dict
   each: how the embedded store held them before it packed them (networkx must be installed).
 

@@ -88,8 +88,8 @@ def _measure(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from graphmem.stores import neo4j_recall
     from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j import recall as neo4j_recall
 
     settings = common.neo4j_settings()
     if settings is None:

@@ -16,7 +16,7 @@ Then the same query list (texts, and their vectors for store-level recall) runs 
   ``asyncio.to_thread(<the sync call>)`` — what ``GraphMemoryStore.abatch`` did before it had an
   async path (the default executor has ``min(32, cores + 4)`` threads);
 - **async driver**: ``C`` coroutines on one event loop awaiting ``asearch`` (``abatch`` on
-  :class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore`) / ``AsyncNeo4jStore.recall``.
+  :class:`~graphmem.stores.neo4j.async_store.AsyncNeo4jStore`) / ``AsyncNeo4jStore.recall``.
 
 Two operations: ``asearch`` (the LangGraph store's query search: embed, recall ``2·limit``
 candidates with their superseded flags and Q, two-phase re-rank) and ``recall`` (the store's

@@ -93,8 +93,7 @@ def run_neo4j(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
 
     from neo4j_graphrag.retrievers import HybridRetriever
 
-    from graphmem.stores import cypher
-    from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j import Neo4jStore, cypher
 
     settings = common.neo4j_settings()
     if settings is None:

@@ -49,9 +49,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     from graphmem import GraphMemory
     from graphmem.config import RetrievalConfig
-    from graphmem.stores import cypher
-    from graphmem.stores.neo4j import Neo4jStore
-    from graphmem.stores.neo4j_recall import supports_search
+    from graphmem.stores.neo4j import Neo4jStore, cypher
+    from graphmem.stores.neo4j.recall import supports_search
 
     settings = common.neo4j_settings()
     if settings is None:

@@ -148,10 +148,9 @@ def _ingest(store: Any, corpus: Corpus, args: argparse.Namespace, result: dict[s
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from graphmem import GraphMemory
     from graphmem.config import RetrievalConfig
-    from graphmem.stores import cypher
-    from graphmem.stores.neo4j import Neo4jStore
-    from graphmem.stores.neo4j_recall import ship_args
-    from graphmem.stores.neo4j_rows import filter_key
+    from graphmem.stores.neo4j import Neo4jStore, cypher
+    from graphmem.stores.neo4j.recall import ship_args
+    from graphmem.stores.neo4j.rows import filter_key
 
     settings = common.neo4j_settings()
     if settings is None:

@@ -284,8 +284,7 @@ class Neo4jSystem(GraphmemSystem):
     group = "neo4j"
 
     def __init__(self, settings: Neo4jSettings, data: Dataset) -> None:
-        from graphmem.stores import cypher
-        from graphmem.stores.neo4j import Neo4jStore
+        from graphmem.stores.neo4j import Neo4jStore, cypher
 
         store = Neo4jStore.from_uri(
             settings.uri, settings.user, settings.password, database=settings.database
@@ -317,7 +316,7 @@ class Neo4jSystem(GraphmemSystem):
         return spent + time.perf_counter() - t0
 
     def cases(self, data: Dataset, s: Settings) -> list[tuple[str, Callable[[int], object]]]:
-        from graphmem.stores.neo4j_recall import index_candidates
+        from graphmem.stores.neo4j.recall import index_candidates
 
         retriever = self._retriever(None)
         if self.store._index_mode(DIM) in ("search", "search-fields"):

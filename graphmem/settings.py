@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from graphmem.stores.base import MemoryStore
 
 
-from graphmem.stores.neo4j_uri import NEO4J_SCHEMES, check_neo4j_uri, redact_uri
+from graphmem.stores.neo4j.uri import NEO4J_SCHEMES, check_neo4j_uri, redact_uri
 
 __all__ = ["NEO4J_SCHEMES", "Settings", "check_neo4j_uri", "redact_uri"]
 
@@ -60,7 +60,7 @@ def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-ANN_THRESHOLD = 20_000  # graphmem.stores._vectors.DEFAULT_ANN_THRESHOLD (tests keep them equal)
+ANN_THRESHOLD = 20_000  # stores.embedded.vectors.DEFAULT_ANN_THRESHOLD (tests keep them equal)
 
 
 def _ann_threshold(text: str) -> int | None:

@@ -355,8 +355,7 @@ def browser_url(memory: GraphMemory, uri: str) -> str | None:
 
     from neo4j.exceptions import Neo4jError
 
-    from graphmem.stores import cypher
-    from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j import Neo4jStore, cypher
 
     if not isinstance(memory.store, Neo4jStore):
         return None

@@ -15,10 +15,11 @@ import numpy as np
 import pytest
 
 from graphmem.models import Note, Task
-from graphmem.stores import _ann, _vectors
-from graphmem.stores._check import check_store, repair_store
-from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded import ann as _ann
+from graphmem.stores.embedded import vectors as _vectors
+from graphmem.stores.embedded.check import check_store, repair_store
+from graphmem.stores.embedded.vectors import DEFAULT_ANN_THRESHOLD
 
 pytest.importorskip("usearch")
 

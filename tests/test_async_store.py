@@ -50,7 +50,7 @@ from graphmem.ops.retrieve import rank_candidates
 from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.neo4j import Neo4jStore
-from graphmem.stores.neo4j_async import AsyncNeo4jStore
+from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
 from graphmem.testing import StoreConformance, angled, chain, vec
 
 T = TypeVar("T")

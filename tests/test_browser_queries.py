@@ -25,7 +25,7 @@ import pytest
 
 from graphmem.models import MEMORY_CLASSES, EdgeKind, MemoryKind
 from graphmem.stores.base import MemoryStore
-from graphmem.stores.cypher import Q_LABEL
+from graphmem.stores.neo4j.cypher import Q_LABEL
 from graphmem.testing import unique_namespace
 from showcase.sample import SampleIds, load_sample
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from graphmem.models import Note
-from graphmem.stores import _compaction
-from graphmem.stores._journal import Journal
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded import compaction as _compaction
+from graphmem.stores.embedded.journal import Journal
 
 
 def vec(i: int) -> list[float]:

@@ -24,8 +24,8 @@ from graphmem.models import (
     Tip,
     TipPolarity,
 )
-from graphmem.stores._packed import pack, unpack
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded.packed import pack, unpack
 
 NS = "packed"
 PLUS_TWO = timezone(timedelta(hours=2))
@@ -137,7 +137,7 @@ def test_reads_hand_out_private_models() -> None:
 
 def test_edges_pack_losslessly_and_untracked() -> None:
     from graphmem.models import Edge, EdgeKind
-    from graphmem.stores._packed import pack_edge, unpack_edge
+    from graphmem.stores.embedded.packed import pack_edge, unpack_edge
 
     edge = Edge(
         namespace=NS,
@@ -176,7 +176,7 @@ def test_edges_read_back_are_private() -> None:
 
 
 def test_the_graph_keeps_adjacency_both_ways_and_untracked() -> None:
-    from graphmem.stores._graph import PackedGraph
+    from graphmem.stores.embedded.graph import PackedGraph
 
     g = PackedGraph()
     for i in ("a", "b", "c"):
@@ -205,7 +205,7 @@ def test_a_settling_map_keeps_its_large_dict_untracked_while_it_grows() -> None:
     # New entries are tracked tuples until a collection has seen them; a dict holding one is
     # tracked, and only a full collection untracks it. The map moves entries into its large
     # dict only once they are untracked, so that dict is never tracked, even mid-ingest.
-    from graphmem.stores._graph import SETTLE_EVERY, SettlingMap
+    from graphmem.stores.embedded.graph import SETTLE_EVERY, SettlingMap
 
     m: SettlingMap[tuple[str, str], tuple[str, ...]] = SettlingMap()
     n = 6 * SETTLE_EVERY
@@ -263,7 +263,7 @@ def test_recalled_copies_follow_every_write(tmp_path: Path) -> None:
 
 
 def test_recalled_copies_are_private_and_bounded() -> None:
-    from graphmem.stores._recent_floats import RecentFloats
+    from graphmem.stores.embedded.recent_floats import RecentFloats
 
     store = EmbeddedStore(None)
     store.upsert(
@@ -291,7 +291,7 @@ def test_recalled_copies_are_private_and_bounded() -> None:
 def test_row_floats_are_numpys_floats() -> None:
     import numpy as np
 
-    from graphmem.stores._vectors import row_floats
+    from graphmem.stores.embedded.vectors import row_floats
 
     rows = np.random.default_rng(7).standard_normal((4, 384)).astype(np.float32)
     rows[0, :4] = [1e-45, -3.4e38, 0.1, -0.0]  # a subnormal, the largest magnitude, -0.0

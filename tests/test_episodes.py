@@ -193,7 +193,7 @@ def test_a_finish_that_fails_midway_changes_nothing_and_the_retry_credits(
 
             m.setattr(store, "_commit", broken)
         else:  # the last statement of the transaction fails: Neo4j rolls all of it back
-            from graphmem.stores import cypher
+            from graphmem.stores.neo4j import cypher
 
             m.setattr(cypher, "CLOSE_EPISODE", "RETURN 1/0 AS props")
         with pytest.raises(StoreError):

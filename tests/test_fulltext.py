@@ -12,11 +12,11 @@ from conftest import drop_namespaces
 
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.ops.fusion import rrf
-from graphmem.stores import _fulltext
-from graphmem.stores._check import check_store
-from graphmem.stores._fulltext import TEXT_FIELDS, TextIndex, lucene_query, query_terms
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded import fulltext as _fulltext
+from graphmem.stores.embedded.check import check_store
+from graphmem.stores.embedded.fulltext import TEXT_FIELDS, TextIndex, lucene_query, query_terms
 from graphmem.testing import note, vec
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "002_indexes.cypher"
@@ -141,8 +141,7 @@ def test_hybrid_retrieval_finds_what_only_the_keywords_find() -> None:
 def test_neo4j_text_index_is_checked_and_missing_one_is_scanned(
     neo4j_store: MemoryStore, namespace: str
 ) -> None:
-    from graphmem.stores import cypher
-    from graphmem.stores.neo4j import Neo4jStore
+    from graphmem.stores.neo4j import Neo4jStore, cypher
 
     store = neo4j_store
     assert isinstance(store, Neo4jStore)

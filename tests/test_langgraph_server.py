@@ -439,7 +439,7 @@ def test_a_store_error_reaches_the_client_with_its_message(server: Server) -> No
     """A StoreError raised in a served run (here: the store's log damaged by someone else
     while the server runs) reaches the HTTP client as StoreError with its message, not as "An
     internal error occurred"; ``store repair`` then puts the server's store back to work."""
-    from graphmem.stores._check import repair_store
+    from graphmem.stores.embedded.check import repair_store
 
     ns = "http-store-error"
     server.run("graphmem_build", {"trajectory": TRAJECTORY}, namespace=ns)

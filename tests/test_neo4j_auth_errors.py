@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from graphmem.errors import StoreError
-from graphmem.stores.neo4j_ops import connection_error
+from graphmem.stores.neo4j.ops import connection_error
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from neo4j.exceptions import ClientError, SessionExpired, TransientError
 
 from graphmem.errors import InvalidInput
 from graphmem.models import Note
-from graphmem.stores import neo4j_tx
 from graphmem.stores.base import MemoryStore
-from graphmem.stores.neo4j_rows import read_memory
-from graphmem.stores.neo4j_tx import AsyncSession, SyncSession, Tx, retry_delays, retryable
+from graphmem.stores.neo4j import tx as neo4j_tx
+from graphmem.stores.neo4j.rows import read_memory
+from graphmem.stores.neo4j.tx import AsyncSession, SyncSession, Tx, retry_delays, retryable
 from graphmem.testing import unique_namespace
 
 
@@ -222,7 +222,7 @@ def test_recall_is_one_auto_commit_statement_in_a_read_session(
 def test_driver_releases_that_stall_concurrent_reads_are_named_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from graphmem.stores import neo4j_ops
+    from graphmem.stores.neo4j import ops as neo4j_ops
 
     neo4j_ops._warn_faulty.cache_clear()
     assert not neo4j_ops.faulty_driver("6.3.1") and not caplog.records
@@ -270,7 +270,7 @@ def test_a_write_the_driver_gave_up_on_is_run_again_until_the_window_ends(
 def test_the_retry_window_outlasts_a_restart_and_is_configurable() -> None:
     from graphmem.errors import ConfigError
     from graphmem.settings import Settings
-    from graphmem.stores.neo4j_tx import RETRY_FOR_S, retry_window
+    from graphmem.stores.neo4j.tx import RETRY_FOR_S, retry_window
 
     assert RETRY_FOR_S >= 90  # a restart of 90 s is survived with the defaults
     assert retry_window(None, {}) == RETRY_FOR_S

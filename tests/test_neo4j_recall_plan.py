@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from graphmem.stores import cypher
-from graphmem.stores.neo4j_recall import EXACT_MAX, MIN_CANDIDATES, candidates
+from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j.recall import EXACT_MAX, MIN_CANDIDATES, candidates
 
 PARAMS = {"namespace": "ns", "kinds": None, "include_obsolete": False, "vector": [1.0, 0.0]}
 
@@ -68,7 +68,7 @@ def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() 
 
 
 def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> None:
-    from graphmem.stores.neo4j_recall import (
+    from graphmem.stores.neo4j.recall import (
         SEARCH_CANDIDATES_MIN,
         SMALL_DATABASE,
         _search,
@@ -98,7 +98,7 @@ def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> N
 
 
 def test_the_count_a_search_carries_is_kept_and_an_exact_scan_keeps_the_last() -> None:
-    from graphmem.stores.neo4j_recall import memories_counted
+    from graphmem.stores.neo4j.recall import memories_counted
 
     searched = [{"props": {}, "superseded": False, "memories": 12_345}]
     assert memories_counted(searched, None) == 12_345
@@ -112,8 +112,8 @@ def test_rank_checks_the_embeddings_it_reads_and_keeps_them_exact() -> None:
 
     import pytest
 
-    from graphmem.stores.neo4j_recall import rank
-    from graphmem.stores.neo4j_tx import TornRead
+    from graphmem.stores.neo4j.recall import rank
+    from graphmem.stores.neo4j.tx import TornRead
 
     def row(memory_id: str, embedding: Any) -> dict[str, Any]:
         props = {"kind": "Note", "namespace": "ns", "id": memory_id, "content": memory_id}
@@ -134,7 +134,7 @@ def test_the_ship_margin_covers_float32_rounding_of_the_servers_cosine_many_time
     units) must exceed twice the score's rounding error, that is the cosine's error."""
     import numpy as np
 
-    from graphmem.stores.neo4j_recall import ship_args, ship_margin
+    from graphmem.stores.neo4j.recall import ship_args, ship_margin
 
     rng = np.random.default_rng(7)
     for n in (8, 384, 1536):

@@ -18,7 +18,7 @@ import pytest
 from conftest import NEO4J_TEST_DIMENSION
 from neo4j.exceptions import Neo4jError
 
-from graphmem.stores.neo4j_schema import already_done
+from graphmem.stores.neo4j.schema import already_done
 
 RACERS = 4
 

@@ -25,7 +25,7 @@ from graphmem.launcher.server import (
     read_conf,
     resource_dir,
 )
-from graphmem.stores.neo4j_schema import schema_files, statements
+from graphmem.stores.neo4j.schema import schema_files, statements
 
 ROOT = Path(__file__).resolve().parent.parent
 NEEDS_NEO4J = pytest.mark.skipif(
@@ -295,7 +295,7 @@ def test_schema_setup_refuses_a_wait_that_is_not_positive_before_touching_the_se
     from typing import Any
 
     from graphmem.errors import InvalidInput
-    from graphmem.stores.neo4j_schema import setup
+    from graphmem.stores.neo4j.schema import setup
 
     no_server: Any = None  # any use of the driver would fail with AttributeError
     with pytest.raises(InvalidInput, match="wait"):

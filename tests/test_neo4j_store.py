@@ -21,10 +21,10 @@ import pytest
 
 from graphmem.errors import ConfigError, DimensionMismatch, InvalidInput, StoreError
 from graphmem.models import Edge, EdgeKind, MemoryKind, Note, Task
-from graphmem.stores import cypher, neo4j_recall
-from graphmem.stores.neo4j import Neo4jStore
-from graphmem.stores.neo4j_rows import filter_key
-from graphmem.stores.neo4j_schema import SCHEMA_VERSION
+from graphmem.stores.neo4j import Neo4jStore, cypher
+from graphmem.stores.neo4j import recall as neo4j_recall
+from graphmem.stores.neo4j.rows import filter_key
+from graphmem.stores.neo4j.schema import SCHEMA_VERSION
 from graphmem.testing import note, unique_namespace, vec
 
 DIM = 384  # the shared test database's dimension (tests/conftest.py)
@@ -53,7 +53,7 @@ def test_the_constructor_runs_nothing() -> None:
 
 def test_search_width_is_a_positive_integer_or_none_and_a_bad_one_changes_nothing() -> None:
     from graphmem.errors import InvalidInput
-    from graphmem.stores.neo4j_recall import SEARCH_CANDIDATES_MIN, SMALL_DATABASE
+    from graphmem.stores.neo4j.recall import SEARCH_CANDIDATES_MIN, SMALL_DATABASE
 
     store = Neo4jStore(_RecordingDriver(), database="neo4j")  # type: ignore[arg-type]
     assert store.search_width is None  # sized by the database
@@ -73,7 +73,7 @@ def test_search_width_is_a_positive_integer_or_none_and_a_bad_one_changes_nothin
 def test_vectors_are_sent_as_lists_with_a_short_repr() -> None:
     # The driver formats every RUN's parameters for its debug log, logging on or not: a vector
     # must not cost the repr of each of its floats.
-    from graphmem.stores.neo4j_rows import FloatList, node_row
+    from graphmem.stores.neo4j.rows import FloatList, node_row
 
     embedding = vec(384, 1, 0.5)
     row = node_row(note("ns", "a", "text", embedding))
@@ -276,7 +276,7 @@ def test_recall_falls_back_to_an_exact_scan_when_the_index_is_crowded(
 @pytest.mark.neo4j
 @needs_neo4j
 def test_recall_uses_the_vector_index(neo: Neo4jStore, namespace: str) -> None:
-    from graphmem.stores.neo4j_recall import (
+    from graphmem.stores.neo4j.recall import (
         SEARCH_CANDIDATES_MIN,
         SMALL_DATABASE,
         index_state,
@@ -364,7 +364,7 @@ def test_schema_apply_replaces_an_index_built_with_the_three_filter_fields(
 ) -> None:
     """An index from before the filter key is still searched in-index (three predicates);
     schema apply re-creates it with the key, and a running store follows."""
-    from graphmem.stores.neo4j_recall import index_state
+    from graphmem.stores.neo4j.recall import index_state
 
     if neo._index_mode(DIM) != "search":
         pytest.skip("this server has no in-index filtered search")

@@ -12,7 +12,7 @@ import pytest
 
 from graphmem.errors import ConfigError
 from graphmem.settings import Settings
-from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
+from graphmem.stores.neo4j.uri import check_neo4j_uri, redact_uri
 
 SECRET = "Hunter2-s3cr3t"
 

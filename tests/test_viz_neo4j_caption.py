@@ -61,8 +61,8 @@ def test_q_label_follows_q(neo4j_store: MemoryStore, namespace: str) -> None:
 
 def test_schema_apply_back_fills_q_label(neo4j_store: MemoryStore, namespace: str) -> None:
     """Nodes written before q_label existed get it from `graphmem schema apply` (setup)."""
-    from graphmem.stores.neo4j_schema import _backfill_q_label
-    from graphmem.stores.neo4j_tx import sync_work
+    from graphmem.stores.neo4j.schema import _backfill_q_label
+    from graphmem.stores.neo4j.tx import sync_work
 
     store = neo4j_store
     driver = store.driver  # type: ignore[attr-defined]

@@ -203,7 +203,7 @@ def _status(args: argparse.Namespace) -> int:
 def _schema_apply(args: argparse.Namespace) -> int:
     from graphmem.settings import Settings
     from graphmem.stores.neo4j import Neo4jStore
-    from graphmem.stores.neo4j_schema import setup
+    from graphmem.stores.neo4j.schema import setup
 
     settings = Settings.from_env()
     if not settings.neo4j_uri:

@@ -82,7 +82,7 @@ def _check_capacity(directory: Path | None, retention: RetentionConfig, spaces: 
 
 
 def _check_files(args: argparse.Namespace) -> int:
-    from graphmem.stores._check import check_store
+    from graphmem.stores.embedded.check import check_store
 
     report = check_store(_store_dir(args))
     for note in report.notes:
@@ -117,7 +117,7 @@ def _check_files(args: argparse.Namespace) -> int:
 
 
 def _repair(args: argparse.Namespace) -> int:
-    from graphmem.stores._check import repair_store
+    from graphmem.stores.embedded.check import repair_store
 
     result = repair_store(_store_dir(args))
     report = result.report

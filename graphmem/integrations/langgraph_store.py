@@ -56,7 +56,7 @@ with needs_extra("langgraph", "the LangGraph store"):
     from graphmem.stores.base import MemoryStore, Recall
 
 if TYPE_CHECKING:
-    from graphmem.stores.neo4j_async import AsyncNeo4jStore
+    from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
 
 log = logging.getLogger(__name__)
 
@@ -202,7 +202,7 @@ class GraphMemoryStore(BaseStore):
     similarity and reports it as ``item.score``; ``score="two_phase"`` orders them by
     ``(1-λ)·ẑ(sim) + λ·ẑ(Q)`` and reports that. ``lam`` is that λ (default: the memory's
     retrieval config); both figures are in every result's ``parts`` either way.
-    ``async_store`` is the :class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` that
+    ``async_store`` is the :class:`~graphmem.stores.neo4j.async_store.AsyncNeo4jStore` that
     :meth:`abatch` (``aget``, ``asearch``, ``aput``, …) awaits, on the same database as the
     memory's store (default: one opened per event loop; see :meth:`async_store`).
     """

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from graphmem.llm.transport import too_large
-from graphmem.stores.neo4j_uri import redact_uri
+from graphmem.stores.neo4j.uri import redact_uri
 
 FailureKind = Literal["permanent", "timeout", "connection", "transient", "too_large"]
 

@@ -230,7 +230,7 @@ def test_a_batch_written_across_a_90_s_restart_succeeds_with_default_settings(
     import threading
 
     from graphmem.stores.neo4j import Neo4jStore
-    from graphmem.stores.neo4j_tx import RETRY_FOR_S
+    from graphmem.stores.neo4j.tx import RETRY_FOR_S
 
     def batch(b: int) -> list[Note]:
         return [

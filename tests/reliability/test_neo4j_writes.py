@@ -27,8 +27,8 @@ from graphmem.embedding import HashingEmbedder
 from graphmem.errors import StoreError
 from graphmem.memory import GraphMemory
 from graphmem.models import Note
-from graphmem.stores import cypher
 from graphmem.stores.base import MemoryStore
+from graphmem.stores.neo4j import cypher
 
 from ._workers import DIM, fork_all, open_store, store_spec
 from .conftest import PrivateServer

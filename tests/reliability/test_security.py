@@ -19,7 +19,7 @@ from graphmem import cli
 from graphmem.errors import ConfigError, GraphmemError, InvalidInput, LLMError, StoreError
 from graphmem.launcher.server import Neo4jServer, read_conf
 from graphmem.settings import Settings
-from graphmem.stores import cypher
+from graphmem.stores.neo4j import cypher
 
 from .conftest import PrivateServer
 
@@ -176,7 +176,7 @@ def _interpolations(tree: ast.AST) -> list[tuple[int, ast.AST, str]]:
 
 
 def test_cypher_module_interpolates_only_allow_listed_labels() -> None:
-    source = (PACKAGE / "stores" / "cypher.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "stores" / "neo4j" / "cypher.py").read_text(encoding="utf-8")
     tree = ast.parse(source)
     # Error messages may quote what they reject; everything else formatted is Cypher.
     in_raise = {id(n) for r in ast.walk(tree) if isinstance(r, ast.Raise) for n in ast.walk(r)}

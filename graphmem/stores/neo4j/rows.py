@@ -20,8 +20,8 @@ from graphmem.models import (
     check_vector,
     memory_from_dict,
 )
-from graphmem.stores.cypher import FILTER_KEY, Q_LABEL
-from graphmem.stores.neo4j_tx import TornRead
+from graphmem.stores.neo4j.cypher import FILTER_KEY, Q_LABEL
+from graphmem.stores.neo4j.tx import TornRead
 
 RESERVED_EDGE_PROPS = frozenset({"created_at"})
 """Relationship property names the store uses itself (user props may not take them)."""
@@ -68,7 +68,7 @@ def props(memory: AnyMemory) -> dict[str, Any]:
 
 
 def node_row(memory: AnyMemory, *, keep_utility: bool = True) -> dict[str, Any]:
-    """One UNWIND row of :func:`graphmem.stores.cypher.upsert_nodes`.
+    """One UNWIND row of :func:`graphmem.stores.neo4j.cypher.upsert_nodes`.
 
     ``content`` names every field of the memory's kind except the MERGE key and (unless
     ``keep_utility`` is False) the utility fields, with None for those the memory lacks, so
@@ -132,8 +132,8 @@ def edge_rows(edges: Sequence[Edge]) -> dict[EdgeKind, list[dict[str, Any]]]:
 
 
 def filter_key(namespace: str, kind: str, obsolete: bool) -> str:
-    """A memory's :data:`~graphmem.stores.cypher.FILTER_KEY`, as
-    :data:`~graphmem.stores.cypher.SET_FILTER_KEY` writes it: namespace, kind and
+    """A memory's :data:`~graphmem.stores.neo4j.cypher.FILTER_KEY`, as
+    :data:`~graphmem.stores.neo4j.cypher.SET_FILTER_KEY` writes it: namespace, kind and
     ``live``/``obsolete`` joined by ``|``, which no namespace or kind contains."""
     return f"{namespace}|{kind}|{'obsolete' if obsolete else 'live'}"
 
@@ -157,7 +157,7 @@ def to_memory(props: Any) -> AnyMemory:
 
 def read_memory(props: Any) -> AnyMemory | None:
     """The memory a read's ``properties(m)`` describe, for use inside a read body: None for a
-    node deleted while it was read (see :func:`live`), :class:`~graphmem.stores.neo4j_tx.
+    node deleted while it was read (see :func:`live`), :class:`~graphmem.stores.neo4j.tx.
     TornRead` for one caught half-written or half-deleted, so that the read runs again."""
     if not live(props):
         return None

@@ -1,7 +1,7 @@
 """A namespace's embeddings as float32 rows, searched by brute-force cosine similarity or, above
 a size threshold, through an approximate index.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._vectors``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.vectors``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import numpy.typing as npt
 
 from graphmem.errors import InvalidVector
 from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, MemoryKind
-from graphmem.stores import _ann
+from graphmem.stores.embedded import ann as _ann
 
 Vector = npt.NDArray[np.float32]
 

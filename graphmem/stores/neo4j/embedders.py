@@ -14,10 +14,10 @@ from typing import Any
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import check_id, check_namespace, check_vector
-from graphmem.stores import cypher
-from graphmem.stores.neo4j_ops import Neo4jBase, ensure_constraints, get_dimension
-from graphmem.stores.neo4j_rows import FloatList
-from graphmem.stores.neo4j_tx import Tx, single
+from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j.ops import Neo4jBase, ensure_constraints, get_dimension
+from graphmem.stores.neo4j.rows import FloatList
+from graphmem.stores.neo4j.tx import Tx, single
 
 
 def _name(namespace: str) -> str:

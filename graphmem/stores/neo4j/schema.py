@@ -27,9 +27,9 @@ from neo4j.exceptions import DriverError, Neo4jError
 
 from graphmem.coroutines import drive
 from graphmem.errors import DimensionMismatch, InvalidInput, StoreError
-from graphmem.stores import cypher
-from graphmem.stores.neo4j_recall import index_state, supports_search
-from graphmem.stores.neo4j_tx import Session, SyncSession, Tx, single, sync_work
+from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j.recall import index_state, supports_search
+from graphmem.stores.neo4j.tx import Session, SyncSession, Tx, single, sync_work
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ def setup(
     """Create constraints, the vector index (``dimension``, cosine) and the version record,
     then wait up to ``wait`` seconds for the indexes to come online.
 
-    Every memory gets its filter key (:data:`~graphmem.stores.cypher.FILTER_KEY`, written
+    Every memory gets its filter key (:data:`~graphmem.stores.neo4j.cypher.FILTER_KEY`, written
     before it existed or out of step), and on Neo4j 2026.01+ a vector index that does not
     carry it (built before it) is dropped and built again with it, which takes a while on a
     large graph (recall scans exactly meanwhile). Idempotent. Raises DimensionMismatch if the

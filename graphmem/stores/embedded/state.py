@@ -21,13 +21,13 @@ import numpy as np
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
-from graphmem.stores._ann import AnnGraph
-from graphmem.stores._fulltext import TextIndex
-from graphmem.stores._graph import PackedGraph
-from graphmem.stores._packed import pack, pack_edge, packed_kind, unpack, unpack_edge
-from graphmem.stores._recent_floats import RecentFloats
-from graphmem.stores._vectors import Vector, VectorIndex, row_floats
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
+from graphmem.stores.embedded.ann import AnnGraph
+from graphmem.stores.embedded.fulltext import TextIndex
+from graphmem.stores.embedded.graph import PackedGraph
+from graphmem.stores.embedded.packed import pack, pack_edge, packed_kind, unpack, unpack_edge
+from graphmem.stores.embedded.recent_floats import RecentFloats
+from graphmem.stores.embedded.vectors import Vector, VectorIndex, row_floats
 
 
 @dataclass(frozen=True)
@@ -374,7 +374,7 @@ class GraphState:
         kinds: Sequence[str] | None,
         include_obsolete: bool,
     ) -> list[tuple[str, float]]:
-        """Keyword search of a namespace (see ``_fulltext``), its index built on first use."""
+        """Keyword search of a namespace (see ``fulltext``), its index built on first use."""
         space = self.spaces.get(namespace)
         if space is None:
             return []

@@ -1,4 +1,4 @@
-"""Saving and loading an embedded store's approximate indexes (``ann-*.usearch``, see ``_ann``).
+"""Saving and loading an embedded store's approximate indexes (``ann-*.usearch``, see ``ann``).
 
 A graph is saved only when it is in step with the state, which is then a known point of the
 store's history: generation ``g`` replayed up to byte ``offset`` of its log (a compaction saves
@@ -18,9 +18,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from graphmem.stores import _ann
-from graphmem.stores._journal import Journal, crc32_hex
-from graphmem.stores._state import GraphState
+from graphmem.stores.embedded import ann as _ann
+from graphmem.stores.embedded.journal import Journal, crc32_hex
+from graphmem.stores.embedded.state import GraphState
 
 log = logging.getLogger(__name__)
 

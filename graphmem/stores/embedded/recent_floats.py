@@ -1,11 +1,11 @@
 """The embeddings of the memories a store handed out last, kept as Python floats.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._recent_floats``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.recent_floats``.
 """
 
 from __future__ import annotations
 
-from graphmem.stores._vectors import Vector, row_floats
+from graphmem.stores.embedded.vectors import Vector, row_floats
 
 FLOATS_KEPT = 1024
 """Embeddings kept per store, all namespaces together (about 14 KB each with 384 floats)."""

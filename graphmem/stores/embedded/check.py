@@ -1,6 +1,6 @@
 """Checking and repairing an embedded store's files (``graphmem store check|repair``).
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._check``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.check``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from graphmem.errors import GraphmemError, InvalidInput, StoreError
-from graphmem.stores import _ann
-from graphmem.stores._ann import AnnGraph
-from graphmem.stores._ann_files import graph_files, load_graph
-from graphmem.stores._fulltext import TextIndex, entry_of
-from graphmem.stores._journal import (
+from graphmem.stores.embedded import ann as _ann
+from graphmem.stores.embedded.ann import AnnGraph
+from graphmem.stores.embedded.ann_files import graph_files, load_graph
+from graphmem.stores.embedded.fulltext import TextIndex, entry_of
+from graphmem.stores.embedded.journal import (
     FILE_MODE,
     Journal,
     LogDamage,
@@ -27,8 +27,8 @@ from graphmem.stores._journal import (
     iter_log,
     one_line,
 )
-from graphmem.stores._packed import unpack
-from graphmem.stores._state import GraphState, decode_change, decode_line
+from graphmem.stores.embedded.packed import unpack
+from graphmem.stores.embedded.state import GraphState, decode_change, decode_line
 
 
 def log_damage(wal: Path, offset: int, reason: str) -> str:

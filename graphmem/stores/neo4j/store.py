@@ -23,21 +23,19 @@ with needs_extra("neo4j", "the Neo4j store"):
     from graphmem.embedding import EmbedderRecord
     from graphmem.errors import ConfigError, StoreError
     from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
-    from graphmem.stores import neo4j_embedders as embedders
-    from graphmem.stores import neo4j_fulltext as fulltext
-    from graphmem.stores import neo4j_ops as ops
     from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall, TextRecall
-    from graphmem.stores.neo4j_recall import IndexMode
-    from graphmem.stores.neo4j_tx import (
+    from graphmem.stores.neo4j import embedders, fulltext, ops
+    from graphmem.stores.neo4j.recall import IndexMode
+    from graphmem.stores.neo4j.tx import (
         Session,
         SyncSession,
         reason,
         retry_window,
     )
-    from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
+    from graphmem.stores.neo4j.uri import check_neo4j_uri, redact_uri
 
 if TYPE_CHECKING:
-    from graphmem.stores.neo4j_async import AsyncNeo4jStore
+    from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
 
 PAGE_SIZE = ops.PAGE_SIZE
 """Rows per read transaction when iterating over the whole graph."""
@@ -109,8 +107,8 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         return self._driver
 
     def setup(self, dimension: int = 384, *, wait: float = 300.0) -> None:
-        """Apply the schema (see :func:`graphmem.stores.neo4j_schema.setup`); idempotent."""
-        from graphmem.stores.neo4j_schema import setup
+        """Apply the schema (see :func:`graphmem.stores.neo4j.schema.setup`); idempotent."""
+        from graphmem.stores.neo4j.schema import setup
 
         setup(self._driver, dimension, database=self._database, wait=wait)
         self._index_ready = None
@@ -118,7 +116,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
 
     def ensure_constraints(self) -> None:
         """Make sure the uniqueness constraints exist; called before any write that can create
-        a node (see :func:`graphmem.stores.neo4j_schema.ensure_constraints`).
+        a node (see :func:`graphmem.stores.neo4j.schema.ensure_constraints`).
 
         Checked once per store: without the constraints, processes saving the same id at the
         same time create duplicate nodes that no later write can undo.
@@ -131,7 +129,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         return self._async_driver is not None and not self._closed
 
     def open_async(self) -> AsyncNeo4jStore:
-        """An :class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` on the same server,
+        """An :class:`~graphmem.stores.neo4j.async_store.AsyncNeo4jStore` on the same server,
         database and credentials, with an ``AsyncDriver`` of its own (it connects on first use).
 
         The new store owns that driver: close it with ``await store.close()``, on the event loop
@@ -139,7 +137,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         :meth:`from_uri` knows its credentials; for an injected driver, build
         ``AsyncNeo4jStore(your_async_driver)`` instead.
         """
-        from graphmem.stores.neo4j_async import AsyncNeo4jStore
+        from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
 
         if self._closed:
             raise StoreError("the Neo4j store is closed")
@@ -238,7 +236,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         """One write transaction: lock the episode, then mark, close it and credit its memories
-        (see :func:`graphmem.stores.neo4j_ops.finish_episode`)."""
+        (see :func:`graphmem.stores.neo4j.ops.finish_episode`)."""
         return drive(
             ops.finish_episode(
                 self,
@@ -291,7 +289,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         """Top-k memories of the namespace by cosine similarity, best first.
 
         Through the shared vector index, over-fetching until k survive the namespace filter,
-        else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j_recall`.
+        else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j.recall`.
         """
         return drive(
             ops.recall_memories(
@@ -315,7 +313,7 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         include_obsolete: bool = False,
     ) -> list[TextRecall]:
         """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
-        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j_fulltext`."""
+        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j.fulltext`."""
         return drive(
             fulltext.recall_text(
                 self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete

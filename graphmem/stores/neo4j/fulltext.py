@@ -1,9 +1,10 @@
 """Keyword recall on Neo4j: the ``memory_text`` full-text index (Lucene, BM25) scoped like recall.
 
 ``graphmem schema apply`` creates the index (``schemas/002_indexes.cypher``) over the fields in
-:data:`graphmem.stores._fulltext.TEXT_FIELDS`. :func:`recall_text` asks it with
+:data:`graphmem.stores.embedded.fulltext.TEXT_FIELDS`. :func:`recall_text` asks it with
 ``db.index.fulltext.queryNodes`` for the query's words (escaped by
-:func:`~graphmem.stores._fulltext.lucene_query`, so user text is never Lucene syntax), at most
+:func:`~graphmem.stores.embedded.fulltext.lucene_query`, so user text is never Lucene syntax), at
+most
 :func:`text_candidates` of them (a limit lets Lucene keep a top list instead of ranking every
 match), and keeps the namespace's live memories of the kinds asked, the first k, each row saying
 whether it is superseded, in one round trip; when those candidates held fewer than k of the
@@ -21,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.errors import StoreError
 from graphmem.models import MemoryKind, check_namespace, construct
-from graphmem.stores import cypher
-from graphmem.stores._fulltext import TEXT_FIELDS, lucene_query, query_terms, rank_text
 from graphmem.stores.base import TextRecall, check_text_query
-from graphmem.stores.neo4j_rows import read_memory
-from graphmem.stores.neo4j_tx import Tx, single
+from graphmem.stores.embedded.fulltext import TEXT_FIELDS, lucene_query, query_terms, rank_text
+from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j.rows import read_memory
+from graphmem.stores.neo4j.tx import Tx, single
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
-    from graphmem.stores.neo4j_ops import Neo4jBase
+    from graphmem.stores.neo4j.ops import Neo4jBase
 
 
 async def recall_text(
@@ -89,7 +90,7 @@ async def recall_text(
         if await text_index_problems(store) == []:
             raise
         log.warning("keyword recall scans namespace %r: %s", namespace, e)
-    from graphmem.stores import neo4j_ops as ops
+    from graphmem.stores.neo4j import ops
 
     memories = [m async for m in ops.iter_nodes(store, namespace, None)]
     ranked = rank_text(

@@ -1,6 +1,6 @@
 """The embedded store's graph of one namespace: packed memories and typed, directed edges.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._graph``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.graph``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import gc
 from collections.abc import Hashable, Iterator
 from typing import Generic, TypeVar
 
-from graphmem.stores._packed import Packed
+from graphmem.stores.embedded.packed import Packed
 
 EdgeKey = tuple[str, str, str]
 """(src, dst, kind)."""

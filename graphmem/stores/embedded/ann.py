@@ -1,7 +1,7 @@
 """The approximate-nearest-neighbour graph (usearch HNSW) over a namespace's vectors, the
 thread that builds it, and its file.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._ann``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.ann``.
 """
 
 from __future__ import annotations

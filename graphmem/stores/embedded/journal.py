@@ -1,6 +1,6 @@
 """The embedded store's files: a generation pointer, snapshots and a write-ahead log.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores._journal``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded.journal``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any, BinaryIO, TypeVar
 import numpy as np
 
 from graphmem.errors import StoreError
-from graphmem.stores._filelock import FileLock
-from graphmem.stores._vectors import Vector
+from graphmem.stores.embedded.filelock import FileLock
+from graphmem.stores.embedded.vectors import Vector
 
 STORE_FORMAT = "graphmem-embedded/2"
 """Format 2 added checksums. A format-1 store is read, and its pointer is rewritten as format 2

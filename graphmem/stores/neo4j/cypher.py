@@ -118,7 +118,7 @@ RETURN name, versions
 
 FILTER_KEY: Final = "filter_key"
 """The property that combines a memory's namespace, kind and obsolete flag (as
-:func:`graphmem.stores.neo4j_rows.filter_key` spells it),
+:func:`graphmem.stores.neo4j.rows.filter_key` spells it),
 which the vector index carries for in-index filtering (Neo4j 2026.01+): one predicate."""
 
 FILTER_FIELDS: Final = ("namespace", "kind", "obsolete")
@@ -269,7 +269,7 @@ RETURN m.id AS id
 """
 
 # Neo4j Browser styles (GraSS) print numbers as stored: `q_label` is Q with two decimals, for
-# captions. Only the store writes it, with Q (new nodes and imports: neo4j_rows.node_row).
+# captions. Only the store writes it, with Q (new nodes and imports: rows.node_row).
 Q_LABEL: Final = "q_label"
 
 # Each SET item reads the property it writes ("direct dependency"), so Neo4j takes the node's
@@ -364,7 +364,7 @@ RETURN c.id AS id
 # ---- reads -----------------------------------------------------------------------------------
 
 # `m.kind IS NOT NULL` (here and below): a node deleted while the statement runs reads as having
-# no properties; the store skips such rows too (neo4j_rows.live), this keeps most from travelling.
+# no properties; the store skips such rows too (rows.live), this keeps most from travelling.
 GET_MANY: Final = """
 UNWIND $ids AS id
 MATCH (m:Memory {namespace: $namespace, id: id})
@@ -600,7 +600,7 @@ SET r.used = true
 # The full-text index holds every namespace, in Lucene's BM25 order: ask it for its
 # `$candidates` best (a limit lets Lucene keep only a top list instead of ranking every match),
 # keep this namespace's live memories of these kinds, the first k of them; `raw` tells the caller
-# whether the index ran dry. `$query` is built by graphmem.stores._fulltext.lucene_query
+# whether the index ran dry. `$query` is built by graphmem.stores.embedded.fulltext.lucene_query
 # (escaped words, never syntax from user text).
 TEXT_RECALL_TOP: Final = """
 CALL db.index.fulltext.queryNodes($index, $query, {limit: $candidates}) YIELD node, score

@@ -1,12 +1,12 @@
 """Every Neo4j store operation, written once for both drivers.
 
 Validation, transaction bodies and decoding live here as coroutines over a :class:`Neo4jBase`,
-which opens sessions (:mod:`graphmem.stores.neo4j_tx`) and remembers what a store learns once:
+which opens sessions (:mod:`graphmem.stores.neo4j.tx`) and remembers what a store learns once:
 the dimension, how recall reaches the vector index, whether the uniqueness constraints exist.
 :class:`~graphmem.stores.neo4j.Neo4jStore` runs these coroutines on the blocking driver (they
-never suspend there, and :func:`~graphmem.stores.neo4j_tx.drive` finishes them);
-:class:`~graphmem.stores.neo4j_async.AsyncNeo4jStore` awaits them on the async driver. All
-Cypher is in :mod:`graphmem.stores.cypher`; the semantics of each operation are those of
+never suspend there, and :func:`~graphmem.stores.neo4j.tx.drive` finishes them);
+:class:`~graphmem.stores.neo4j.async_store.AsyncNeo4jStore` awaits them on the async driver. All
+Cypher is in :mod:`graphmem.stores.neo4j.cypher`; the semantics of each operation are those of
 :class:`~graphmem.stores.base.MemoryStore`.
 """
 
@@ -45,9 +45,6 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
-from graphmem.stores import cypher
-from graphmem.stores import neo4j_recall as recall
-from graphmem.stores import neo4j_rows as mapping
 from graphmem.stores.base import (
     ABOUT_KINDS,
     CLOSED_FIELDS,
@@ -67,9 +64,11 @@ from graphmem.stores.base import (
     replayed_q_after,
     upsert_batch,
 )
-from graphmem.stores.neo4j_recall import IndexMode
-from graphmem.stores.neo4j_schema import ensure_constraints_in
-from graphmem.stores.neo4j_tx import Session, Tx, Work, reason, single
+from graphmem.stores.neo4j import cypher, recall
+from graphmem.stores.neo4j import rows as mapping
+from graphmem.stores.neo4j.recall import IndexMode
+from graphmem.stores.neo4j.schema import ensure_constraints_in
+from graphmem.stores.neo4j.tx import Session, Tx, Work, reason, single
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +162,7 @@ class Neo4jBase(ABC):
     async def _read(self, work: Work[T], what: str) -> T:
         """Run a read-only body in a session routed to readers, each of its statements an
         auto-commit transaction: one round trip per statement, where a managed transaction
-        adds a COMMIT round trip (see :meth:`~graphmem.stores.neo4j_tx.Session.read_autocommit`).
+        adds a COMMIT round trip (see :meth:`~graphmem.stores.neo4j.tx.Session.read_autocommit`).
         Every read body here is one statement, or statements that each answer on their own
         (recall's exact scan settles what the index did not fill): none needs a snapshot."""
         try:
@@ -211,7 +210,7 @@ def connection_error(e: BaseException, shown: str, user: str) -> StoreError:
 
 async def ensure_constraints(store: Neo4jBase) -> None:
     """Create the uniqueness constraints if they are missing; checked once per store (see
-    :func:`graphmem.stores.neo4j_schema.ensure_constraints`)."""
+    :func:`graphmem.stores.neo4j.schema.ensure_constraints`)."""
     if store._constraints_ok:
         return
     async with store._open() as session:
@@ -603,7 +602,7 @@ async def recall_memories(
     it is superseded: the inputs of two-phase retrieval, in one round trip.
 
     Through the shared vector index, over-fetching until k survive the namespace filter,
-    else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j_recall`.
+    else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j.recall`.
     """
     check_namespace(namespace)
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:

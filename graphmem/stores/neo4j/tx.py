@@ -1,6 +1,6 @@
 """Transaction bodies written once for both Neo4j drivers.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_tx``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j.tx``.
 
 >>> async def answer() -> int:
 ...     return 42
@@ -20,7 +20,7 @@ import neo4j
 from neo4j.exceptions import DriverError, Neo4jError, ServiceUnavailable
 
 from graphmem.coroutines import drive
-from graphmem.stores.neo4j_uri import redact_uri
+from graphmem.stores.neo4j.uri import redact_uri
 
 T = TypeVar("T")
 
@@ -29,7 +29,7 @@ class Tx(Protocol):
     """A managed transaction as a transaction body sees it."""
 
     async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
-        """Run one statement (always text from :mod:`graphmem.stores.cypher`); all its records."""
+        """Run one statement (text from :mod:`graphmem.stores.neo4j.cypher`); all its records."""
         ...
 
 

@@ -1,7 +1,7 @@
 """The Neo4j store for async code: the same graph, operations and guarantees as
 :class:`~graphmem.stores.neo4j.Neo4jStore`, awaited on ``neo4j.AsyncDriver``.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_async``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j.async_store``.
 
 >>> async def main() -> None:
 ...     async with await AsyncNeo4jStore.from_uri("neo4j://127.0.0.1:7687", "neo4j", "pw") as store:
@@ -26,17 +26,15 @@ with needs_extra("neo4j", "the async Neo4j store"):
     from graphmem.embedding import EmbedderRecord
     from graphmem.errors import ConfigError, StoreError
     from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
-    from graphmem.stores import neo4j_embedders as embedders
-    from graphmem.stores import neo4j_fulltext as fulltext
-    from graphmem.stores import neo4j_ops as ops
     from graphmem.stores.base import Direction, EpisodeCredit, Recall, TextRecall
-    from graphmem.stores.neo4j_tx import (
+    from graphmem.stores.neo4j import embedders, fulltext, ops
+    from graphmem.stores.neo4j.tx import (
         AsyncSession,
         Session,
         reason,
         retry_window,
     )
-    from graphmem.stores.neo4j_uri import check_neo4j_uri, redact_uri
+    from graphmem.stores.neo4j.uri import check_neo4j_uri, redact_uri
 
 
 class AsyncNeo4jStore(ops.Neo4jBase):
@@ -260,7 +258,7 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         include_obsolete: bool = False,
     ) -> list[TextRecall]:
         """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
-        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j_fulltext`."""
+        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j.fulltext`."""
         return await fulltext.recall_text(
             self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
         )

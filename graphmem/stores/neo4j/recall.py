@@ -1,6 +1,6 @@
 """Vector recall on Neo4j: the shared vector index first, an exact scan when it cannot answer.
 
-Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j_recall``.
+Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j.recall``.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 
 from graphmem.errors import InvalidInput
 from graphmem.models import MAX_VECTOR_NORM, MIN_VECTOR_NORM, AnyMemory, MemoryKind, construct
-from graphmem.stores import cypher
 from graphmem.stores.base import Recall
-from graphmem.stores.neo4j_rows import filter_key, live, read_memory
-from graphmem.stores.neo4j_tx import TornRead, Tx, single, sync_work
+from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j.rows import filter_key, live, read_memory
+from graphmem.stores.neo4j.tx import TornRead, Tx, single, sync_work
 
 ALL_KINDS = [kind.value for kind in MemoryKind]
 

@@ -6,17 +6,17 @@
 >>> [r.memory.id for r in store.recall("demo", [1.0, 0.1], k=1)]
 ['n1']
 
-Persistence. Every committed call appends one JSON line (its effects, see ``_state``) to a
+Persistence. Every committed call appends one JSON line (its effects, see ``state``) to a
 write-ahead log and fsyncs it before returning, so an acknowledged write survives ``kill -9``
 or a power cut. When the log outgrows both ``compact_bytes`` and the last snapshot (or on
 :meth:`EmbeddedStore.compact`) the state is written as a snapshot of the next generation (temp
-file, fsync, atomic rename, then the ``CURRENT`` pointer; see ``_journal``). Opening loads the
+file, fsync, atomic rename, then the ``CURRENT`` pointer; see ``journal``). Opening loads the
 snapshot and replays the log, verifying every checksum. An unfinished last line (no newline
 yet: a writer killed mid-append, never acknowledged) is cut off; a whole line that fails its
 checksum, the last one included, is corruption: the open is refused in one line naming the file
 and byte offset, nothing on disk changes, and ``graphmem store repair`` is the way to cut it
-(see ``_check``). A compaction that fails (a full disk) leaves no files behind and the write
-that triggered it stands; it is retried after a back-off, not on every write (``_compaction``).
+(see ``check``). A compaction that fails (a full disk) leaves no files behind and the write
+that triggered it stands; it is retried after a back-off, not on every write (``compaction``).
 
 Concurrency. Several processes may open the same directory. Each call takes an fcntl lock on
 ``<dir>/lock`` (shared for reads, exclusive for writes), then catches up: if ``CURRENT`` names a
@@ -29,7 +29,7 @@ A lock wait longer than ``lock_timeout`` raises :class:`StoreLocked`. Within a p
 
 Search. A namespace below ``ann_threshold`` memories (default ``DEFAULT_ANN_THRESHOLD``,
 20,000) is scanned exactly. From that size on it gets an approximate index (usearch HNSW, see
-``_vectors`` and ``_ann``) whose over-fetched candidates are filtered and re-scored exactly. The
+``vectors`` and ``ann``) whose over-fetched candidates are filtered and re-scored exactly. The
 index is built and kept in step by a background thread as memories are added, never on a
 query's path: until it has caught up, and whenever the builder is mid-step, a search scans
 exactly instead of waiting. It is derived data: saved beside the store (``ann-*.usearch``) at
@@ -79,21 +79,6 @@ from graphmem.models import (
     memory_from_dict,
     utcnow,
 )
-from graphmem.stores._ann import AnnGraph
-from graphmem.stores._ann_files import read_graphs, save_graphs
-from graphmem.stores._check import corrupt_log_message, load_snapshot_state
-from graphmem.stores._compaction import CompactionBackoff
-from graphmem.stores._fulltext import query_terms
-from graphmem.stores._journal import Journal, LogDamage, crc32_hex, iter_log, one_line
-from graphmem.stores._state import (
-    GraphState,
-    UtilityChange,
-    decode_change,
-    decode_line,
-    encode_change,
-    node_record,
-)
-from graphmem.stores._vectors import DEFAULT_ANN_THRESHOLD, Vector, as_float32
 from graphmem.stores.base import (
     Direction,
     EpisodeCredit,
@@ -113,6 +98,21 @@ from graphmem.stores.base import (
     replayed_q_after,
     upsert_batch,
 )
+from graphmem.stores.embedded.ann import AnnGraph
+from graphmem.stores.embedded.ann_files import read_graphs, save_graphs
+from graphmem.stores.embedded.check import corrupt_log_message, load_snapshot_state
+from graphmem.stores.embedded.compaction import CompactionBackoff
+from graphmem.stores.embedded.fulltext import query_terms
+from graphmem.stores.embedded.journal import Journal, LogDamage, crc32_hex, iter_log, one_line
+from graphmem.stores.embedded.state import (
+    GraphState,
+    UtilityChange,
+    decode_change,
+    decode_line,
+    encode_change,
+    node_record,
+)
+from graphmem.stores.embedded.vectors import DEFAULT_ANN_THRESHOLD, Vector, as_float32
 
 log = logging.getLogger(__name__)
 
@@ -764,7 +764,7 @@ class EmbeddedStore(MemoryStore):
         include_obsolete: bool = False,
     ) -> list[TextRecall]:
         """Top-k memories by keyword relevance (BM25 on an in-memory index), best first; see
-        :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores._fulltext`."""
+        :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores.embedded.fulltext`."""
         check_namespace(namespace)
         check_text_query(query, k)
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]

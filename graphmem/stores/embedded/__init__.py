@@ -1,0 +1,10 @@
+"""The embedded store: the memory graph in this process, kept crash-safe in a directory.
+
+:class:`EmbeddedStore` is the store (``store.py``); the other modules are its parts: the
+in-memory graph (``state``, ``graph``, ``packed``, ``vectors``, ``ann``, ``fulltext``) and its
+persistence (``journal``, ``filelock``, ``check``, ``compaction``, ``ann_files``).
+"""
+
+from graphmem.stores.embedded.store import DEFAULT_COMPACT_BYTES, EmbeddedStore
+
+__all__ = ["DEFAULT_COMPACT_BYTES", "EmbeddedStore"]
