@@ -1,6 +1,6 @@
 """Keyword recall and hybrid retrieval beyond the conformance suite: the embedded store's
-in-memory FTS5 index across handles, compaction and reopening, ``store check``, the Lucene
-query escaping, the fusion arithmetic, and retrieval end to end."""
+keyword index across handles, compaction and reopening, saved beside the store and checked by
+``store check``, the Lucene query escaping, the fusion arithmetic, and retrieval end to end."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from graphmem.ops.fusion import rrf
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.embedded import fulltext as _fulltext
+from graphmem.stores.embedded import store as embedded_store
 from graphmem.stores.embedded.check import check_store
 from graphmem.stores.embedded.fulltext import TEXT_FIELDS, TextIndex, lucene_query, query_terms
 from graphmem.testing import note, vec
@@ -180,3 +181,136 @@ def test_rewritten_memories_leave_a_sound_index() -> None:
     index.remove("ns", "n3")
     assert [i for i, _ in index.search("ns", ["3"], 5)] == []
     assert index.integrity_problems("ns") == []
+
+
+# ---- the embedded store's saved keyword index (text-*.bm25) ------------------------------
+
+
+class NoBuild:
+    """Counts keyword index builds (a loaded index needs none)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        build = TextIndex.build
+
+        def counted(index: TextIndex, namespace: str, memories: object) -> None:
+            self.calls += 1
+            build(index, namespace, memories)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(TextIndex, "build", counted)
+
+
+def words(i: int) -> str:
+    return f"a note about the kitchen and the garden number {i}"
+
+
+def test_the_keyword_index_is_saved_and_loaded_on_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        store.upsert([note("ns", f"n{i}", words(i), vec(4, 1, i)) for i in range(50)])
+        store.upsert([note("ns", "rare", "the locker code is XK-2291", vec(4, 0, 0, 1))])
+        assert ids(store.recall_text("ns", "xk-2291", 3)) == ["rare"]  # built here
+    (saved,) = path.glob("text-*.bm25")
+    builds = NoBuild(monkeypatch)
+    # Another handle writes after the save and saves nothing (it crashed, say): the replay
+    # from the saved point brings its write in.
+    with monkeypatch.context() as m, EmbeddedStore.open(path) as other:
+        m.setattr(embedded_store, "save_text_indexes", lambda *a, **k: None)
+        other.upsert([note("ns", "late", "parcel locker QW-5512", vec(4, 0, 1))])
+    with EmbeddedStore.open(path) as store:
+        assert ids(store.recall_text("ns", "xk-2291", 3)) == ["rare"]
+        assert ids(store.recall_text("ns", "qw-5512 locker", 3)) == ["late", "rare"]
+        store.patch("ns", "rare", {"content": "the locker code is ZT-8080"})
+        store.set_embeddings("ns", {"rare": vec(4, 0, 1, 1)})  # a re-embed: the text stays
+        assert store.recall_text("ns", "xk-2291", 3) == []
+    assert builds.calls == 0  # loaded, never built again
+    with EmbeddedStore.open(path) as store:  # the close saved the patched index
+        assert ids(store.recall_text("ns", "zt-8080", 3)) == ["rare"]
+        assert store.recall_text("ns", "xk-2291", 3) == []
+        store.compact()  # saved again, at the start of the new generation
+    assert builds.calls == 0 and [p.name for p in path.glob("text-*.bm25")] == [saved.name]
+    with EmbeddedStore.open(path) as store:
+        assert ids(store.recall_text("ns", "zt-8080", 3)) == ["rare"]
+    assert builds.calls == 0
+    report = check_store(path)
+    assert report.intact and not report.index_problems and not report.text_problems
+    assert report.text_files == [f"'ns': 52 memories ({saved.name})"]
+
+
+def test_a_deleted_memory_is_gone_from_the_keyword_index_after_reopen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        store.upsert([note("ns", f"n{i}", words(i), vec(4, 1, i)) for i in range(20)])
+        store.upsert([note("ns", "gone", "invoice 4471 settled", vec(4, 1))])
+        store.upsert([note("ns", "kept", "invoice 9000 open", vec(4, 1))])
+        assert ids(store.recall_text("ns", "4471", 3)) == ["gone"]
+    builds = NoBuild(monkeypatch)
+    with EmbeddedStore.open(path) as store:  # a handle that loaded the index deletes
+        store.delete("ns", ["gone"])
+    with EmbeddedStore.open(path) as store:
+        assert store.recall_text("ns", "4471", 3) == []
+        assert ids(store.recall_text("ns", "invoice", 3)) == ["kept"]
+    with monkeypatch.context() as m, EmbeddedStore.open(path) as store:
+        m.setattr(embedded_store, "save_text_indexes", lambda *a, **k: None)
+        store.delete("ns", ["kept"])  # not saved: the next open's replay deletes it
+    with EmbeddedStore.open(path) as store:
+        assert store.recall_text("ns", "invoice", 3) == []
+    assert builds.calls == 0
+    assert check_store(path).text_files == [
+        "'ns': 20 memories (" + next(path.glob("text-*")).name + ")"
+    ]
+
+
+def test_a_damaged_or_stale_keyword_index_is_found_and_built_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from graphmem.cli import main as cli_main
+    from graphmem.stores.embedded import fulltext_files
+
+    path = tmp_path / "store"
+    with EmbeddedStore.open(path) as store:
+        store.upsert([note("ns", f"n{i}", words(i), vec(4, 1, i)) for i in range(30)])
+        store.upsert([note("ns", "rare", "the ferry ticket QZ7781", vec(4, 1))])
+        assert ids(store.recall_text("ns", "qz7781", 3)) == ["rare"]
+    (saved,) = path.glob("text-*.bm25")
+    good = saved.read_bytes()
+    assert cli_main(["store", "check", str(path)]) == 0
+    # A flipped byte: the checksum catches it.
+    data = bytearray(good)
+    data[-5] ^= 0xFF
+    saved.write_bytes(bytes(data))
+    report = check_store(path)
+    assert report.intact and "checksum" in report.index_problems[saved]
+    assert cli_main(["store", "check", str(path)]) == 1
+    builds = NoBuild(monkeypatch)
+    with EmbeddedStore.open(path) as store:  # ignored: built on the first search, saved
+        assert ids(store.recall_text("ns", "qz7781", 3)) == ["rare"]
+    assert builds.calls == 1
+    assert check_store(path).index_problems == {} and saved.read_bytes() == good
+    # Well-formed but wrong: an index that lacks a memory, saved under the right header.
+    header, index = fulltext_files.load_file(saved)
+    index.remove("ns", "rare")
+    layout, body = index.dump("ns")
+    fields = {k: header[k] for k in ("namespace", "generation", "offset", "wal")}
+    fulltext_files.write_file(saved, {**fields, **layout}, body)
+    report = check_store(path)
+    assert report.index_problems[saved] == (
+        "keyword index of namespace 'ns': 1 memories indexed otherwise than they read "
+        "(first 'rare')"
+    )
+    # Of another log: ignored on open, reported by check, deleted by repair.
+    fulltext_files.write_file(saved, {**fields, "wal": "00000000", **layout}, body)
+    assert check_store(path).index_problems[saved] == "it was made from another log than this one"
+    with EmbeddedStore.open(path) as store:
+        assert ids(store.recall_text("ns", "qz7781", 3)) == ["rare"]
+    assert builds.calls == 2 and check_store(path).index_problems == {}
+    saved.write_bytes(b"not an index")
+    from graphmem.stores.embedded.check import repair_store
+
+    assert repair_store(path).removed_indexes == [saved] and not saved.exists()
+    report = check_store(path)
+    assert report.intact and not report.index_problems and report.text_files == []

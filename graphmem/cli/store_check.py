@@ -89,15 +89,18 @@ def _check_files(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     for index in report.indexes:
         print(f"approximate index of {index}: in step with the vectors")
+    for text in report.text_files:
+        print(f"saved keyword index of {text}: in step with the memories")
     for path, problem in report.index_problems.items():
+        kind = "keyword" if path.name.startswith("text-") else "approximate"
         print(
-            f"approximate index {path}: {problem}; it is derived data, which the next open "
-            "rebuilds (`graphmem store repair` deletes the file)"
+            f"{kind} index {path}: {problem}; it is derived data, which the next open or "
+            "search rebuilds (`graphmem store repair` deletes the file)"
         )
     if report.text_index is not None:
         print(f"keyword index ({report.text_index}): in step with the memories")
     for problem in report.text_problems:
-        print(f"{problem}; it is derived data, built again in memory by every open")
+        print(f"{problem}; it is derived data, which the next open or search rebuilds")
     if report.intact:
         print(
             f"{report.root}: intact (generation {report.generation}, "

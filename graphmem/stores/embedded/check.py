@@ -17,6 +17,8 @@ from graphmem.stores.embedded import ann as _ann
 from graphmem.stores.embedded.ann import AnnGraph
 from graphmem.stores.embedded.ann_files import graph_files, load_graph
 from graphmem.stores.embedded.fulltext import TextIndex, entry_of
+from graphmem.stores.embedded.fulltext_files import check_files as check_text_files
+from graphmem.stores.embedded.fulltext_files import files_to_check as text_files_to_check
 from graphmem.stores.embedded.journal import (
     FILE_MODE,
     Journal,
@@ -74,6 +76,7 @@ class CheckReport:
     indexes: list[str] = field(default_factory=list)  # approximate indexes found sound
     index_problems: dict[Path, str] = field(default_factory=dict)  # file → what is wrong
     text_index: str | None = None  # the keyword index, when found in step
+    text_files: list[str] = field(default_factory=list)  # saved keyword indexes found sound
     text_problems: list[str] = field(default_factory=list)  # how it is not
 
     @property
@@ -149,8 +152,10 @@ def _inspect(journal: Journal) -> CheckReport:
     report.wal_bytes = len(data)
     graphs = _graphs(journal, state, data, report)
     _follow_text(state)
+    texts = text_files_to_check(journal.root, report.generation, data, report.index_problems)
     try:
         _check_graphs(state, graphs.pop(0, []), report)
+        check_text_files(state, texts.pop(0, []), report.index_problems, report.text_files)
         for start, end, change in iter_log(data, decode_line):
             try:
                 state.apply(change)
@@ -158,15 +163,17 @@ def _inspect(journal: Journal) -> CheckReport:
                 raise LogDamage(start, f"cannot be applied: {one_line(str(e))}") from e
             report.records, report.intact_bytes = report.records + 1, end
             _check_graphs(state, graphs.pop(end, []), report)
+            check_text_files(state, texts.pop(end, []), report.index_problems, report.text_files)
     except LogDamage as e:
         report.problem = log_damage(report.wal, e.offset, e.reason)
         return report
     finally:
-        for offset, found in graphs.items():
-            for path, _, _ in found:
-                report.index_problems[path] = (
-                    f"it reflects byte {offset} of the log, which is no record boundary"
-                )
+        left = [(o, p) for o, found in graphs.items() for p, _, _ in found]
+        left += [(o, p) for o, found in texts.items() for p, _, _ in found]
+        for offset, path in left:
+            report.index_problems[path] = (
+                f"it reflects byte {offset} of the log, which is no record boundary"
+            )
     _check_text(state, report)
     tail = report.wal_bytes - report.intact_bytes
     if tail:

@@ -12,9 +12,12 @@ embedded store asks :class:`TextIndex`.
 inverted index per namespace (each term's memories and counts in compact arrays, scored with
 numpy), built from the namespace's memories on its first keyword search and kept in step from
 then on by the one path every change takes (``GraphState.apply``: writes, patches, deletes,
-re-embeds, a replayed log, another process's writes, a reloaded snapshot). Nothing of it is
-written to disk, so there is nothing on disk to go stale or be damaged; ``graphmem store
-check`` follows a replay with one and compares it with the memories the replay ends with.
+re-embeds, a replayed log, another process's writes, a reloaded snapshot). It is saved beside
+the store as the approximate index is (``text-*.bm25``, :mod:`.fulltext_files`: at a compaction
+and at close, loaded on open at the point of the log it reflects), so an open does not build it
+again; a missing, stale or damaged file only means the next keyword search builds it. ``graphmem
+store check`` checks each file against the memories at that point, and follows a replay with a
+fresh index that it compares with the memories the replay ends with.
 SQLite FTS5 was the first choice and was measured: its ``bm25()`` ranking took 90 ms a query
 at 20k memories of a small vocabulary, this index well under one.
 
@@ -28,6 +31,7 @@ at 20k memories of a small vocabulary, this index well under one.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from array import array
@@ -35,6 +39,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from graphmem.models import AnyMemory, MemoryKind
 
@@ -96,6 +101,42 @@ def lucene_query(terms: Sequence[str]) -> str:
 
 KIND_CODES: tuple[str, ...] = tuple(kind.value for kind in MemoryKind)
 
+_StoredTerms = tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int32]]
+"""A loaded table's terms: the vocabulary, each row's span and the term numbers."""
+
+
+def _ints(values: Iterable[int] | array[int], dtype: type[np.generic]) -> bytes:
+    return np.asarray(values, dtype=dtype).tobytes()
+
+
+def _offsets(sizes: Sequence[int]) -> bytes:
+    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out[1:])
+    return out.tobytes()
+
+
+def _strings(values: object, count: int) -> bool:
+    return (
+        isinstance(values, list)
+        and len(values) == count
+        and all(isinstance(x, str) for x in values)
+        and len(set(values)) == count
+    )
+
+
+def _ranges(offsets: np.ndarray, total: int, *, empty: bool) -> bool:
+    """Offsets from 0 to ``total`` that never go down (never stay, unless ``empty``)."""
+    steps = np.diff(offsets)
+    return (
+        int(offsets[0]) == 0
+        and int(offsets[-1]) == total
+        and bool((steps >= (0 if empty else 1)).all())
+    )
+
+
+def _within(values: np.ndarray, bound: int) -> bool:
+    return values.size == 0 or (int(values.min()) >= 0 and int(values.max()) < bound)
+
 
 def _kind_code(kind: str) -> int:
     return KIND_CODES.index(kind) if kind in KIND_CODES else -1
@@ -109,7 +150,8 @@ class _Table:
     def __init__(self) -> None:
         self.rows: dict[str, int] = {}  # memory id -> its live row
         self.ids: list[str] = []  # row -> memory id
-        self.terms: list[tuple[str, ...]] = []  # row -> its distinct terms
+        self.terms: list[tuple[str, ...] | None] = []  # row -> its distinct terms (row_terms)
+        self.stored: _StoredTerms | None = None  # the rows' terms as loaded, read on demand
         self.lengths = array("i")  # row -> its number of terms
         self.kinds = array("b")  # row -> index of its kind in KIND_CODES
         self.obsolete = array("b")
@@ -118,6 +160,16 @@ class _Table:
         self.df: Counter[str] = Counter()  # term -> live memories holding it
         self.total_length = 0
         self.dead = 0
+        self.changed = True  # since it was last saved or loaded
+
+    def row_terms(self, row: int) -> tuple[str, ...]:
+        held = self.terms[row]
+        if held is None:
+            assert self.stored is not None
+            vocab, offsets, ids = self.stored
+            span = ids[int(offsets[row]) : int(offsets[row + 1])].tolist()
+            held = self.terms[row] = tuple(vocab[i] for i in span)
+        return held
 
     def insert(self, memory: AnyMemory) -> None:
         counts = Counter(tokens(memory_text(memory)))
@@ -138,6 +190,7 @@ class _Table:
             held[0].append(row)
             held[1].append(count)
         self.df.update(counts.keys())
+        self.changed = True
 
     def delete(self, memory_id: str) -> None:
         row = self.rows.pop(memory_id, None)
@@ -145,8 +198,9 @@ class _Table:
             return
         self.alive[row] = 0
         self.dead += 1
+        self.changed = True
         self.total_length -= self.lengths[row]
-        for term in self.terms[row]:
+        for term in self.row_terms(row):
             self.df[term] -= 1
             if self.df[term] <= 0:
                 del self.df[term]
@@ -167,7 +221,8 @@ class _Table:
                 )
         self.postings = postings
         self.ids = [self.ids[r] for r in live]
-        self.terms = [self.terms[r] for r in live]
+        self.terms = [self.row_terms(r) for r in live]
+        self.stored = None
         self.lengths = array("i", [self.lengths[r] for r in live])
         self.kinds = array("b", [self.kinds[r] for r in live])
         self.obsolete = array("b", [self.obsolete[r] for r in live])
@@ -222,7 +277,7 @@ class _Table:
         for memory_id, row in self.rows.items():
             if not self.alive[row] or self.ids[row] != memory_id:
                 return [f"memory {memory_id!r} points at a wrong or dead row"]
-            expected.update(self.terms[row])
+            expected.update(self.row_terms(row))
             length += self.lengths[row]
         if expected != self.df:
             return ["its document frequencies disagree with its memories' terms"]
@@ -235,6 +290,92 @@ class _Table:
             if len(rows) != held or len(set(rows)) != held:
                 return [f"the postings of {term!r} disagree with its document frequency"]
         return []
+
+    def dump(self) -> tuple[dict[str, int], bytes]:
+        """The table (its dead rows dropped first) as a layout and bytes :meth:`load` reads:
+        the memory ids and terms as JSON, then each row's length, kind and obsolete flag, each
+        term's postings (rows, counts) and each row's terms (term numbers), as arrays."""
+        if self.dead:
+            self._compact()
+        n = len(self.ids)
+        vocab = list(self.postings)
+        number = {term: i for i, term in enumerate(vocab)}
+        row_terms = [[number[t] for t in self.row_terms(r)] for r in range(n)]
+        strings = json.dumps({"ids": self.ids, "terms": vocab}, ensure_ascii=False).encode()
+        posting_sizes = [len(self.postings[t][0]) for t in vocab]
+        parts = [
+            strings,
+            _ints(self.lengths, np.int32),
+            _ints(self.kinds, np.int8),
+            _ints(self.obsolete, np.int8),
+            _offsets(posting_sizes),
+            *(_ints(self.postings[t][0], np.int32) for t in vocab),
+            *(_ints(self.postings[t][1], np.int32) for t in vocab),
+            _offsets([len(ids) for ids in row_terms]),
+            np.fromiter(
+                (i for ids in row_terms for i in ids), dtype=np.int32, count=sum(posting_sizes)
+            ).tobytes(),
+        ]
+        self.changed = False
+        layout = {"rows": n, "terms": len(vocab), "postings": sum(posting_sizes)}
+        return {**layout, "strings": len(strings)}, b"".join(parts)
+
+    @classmethod
+    def load(cls, layout: dict[str, int], body: bytes) -> _Table:
+        """A table from :meth:`dump`'s layout and bytes; ValueError if they do not fit."""
+        n, v, p, size = (layout[name] for name in ("rows", "terms", "postings", "strings"))
+        if min(n, v, p, size) < 0 or len(body) != size + 6 * n + 8 * (v + n + 2) + 12 * p:
+            raise ValueError("its length does not fit its layout")
+        strings = json.loads(body[:size])
+        ids, vocab = strings["ids"], strings["terms"]
+        if not (_strings(ids, n) and _strings(vocab, v)):
+            raise ValueError("its memory ids or terms are malformed")
+        at = size
+
+        def take(dtype: type[np.generic], count: int) -> np.ndarray:
+            nonlocal at
+            start, at = at, at + np.dtype(dtype).itemsize * count
+            return np.frombuffer(body, dtype=dtype, count=count, offset=start)
+
+        lengths, kinds, obsolete = take(np.int32, n), take(np.int8, n), take(np.int8, n)
+        post_offsets, post_rows, post_counts = (
+            take(np.int64, v + 1),
+            take(np.int32, p),
+            take(np.int32, p),
+        )
+        row_offsets, row_ids = take(np.int64, n + 1), take(np.int32, p)
+        if not (
+            _ranges(post_offsets, p, empty=False)
+            and _ranges(row_offsets, p, empty=True)
+            and _within(post_rows, n)
+            and _within(row_ids, v)
+            and _within(kinds, len(KIND_CODES))
+            and _within(obsolete, 2)
+            and (p == 0 or int(post_counts.min()) >= 1)
+            and int(lengths.astype(np.int64).sum()) == int(post_counts.astype(np.int64).sum())
+        ):
+            raise ValueError("its arrays are inconsistent")
+        table = cls()
+        table.ids = ids
+        table.rows = {memory_id: row for row, memory_id in enumerate(ids)}
+        table.terms = [None] * n
+        table.stored = (vocab, row_offsets, row_ids)
+        table.lengths = array("i", lengths.astype(np.intc).tobytes())
+        table.kinds = array("b", kinds.tobytes())
+        table.obsolete = array("b", obsolete.tobytes())
+        table.alive = array("b", bytes([1]) * n)
+        bounds = post_offsets.tolist()
+        rows_i, counts_i = post_rows.astype(np.intc), post_counts.astype(np.intc)
+        for i, term in enumerate(vocab):
+            lo, hi = bounds[i], bounds[i + 1]
+            table.postings[term] = (
+                array("i", rows_i[lo:hi].tobytes()),
+                array("i", counts_i[lo:hi].tobytes()),
+            )
+        table.df = Counter(dict(zip(vocab, np.diff(post_offsets).tolist(), strict=True)))
+        table.total_length = int(lengths.astype(np.int64).sum())
+        table.changed = False
+        return table
 
 
 class TextIndex:
@@ -303,9 +444,37 @@ class TextIndex:
         if table is None:
             return {}
         return {
-            memory_id: (KIND_CODES[table.kinds[row]], bool(table.obsolete[row]), table.terms[row])
+            memory_id: (
+                KIND_CODES[table.kinds[row]],
+                bool(table.obsolete[row]),
+                table.row_terms(row),
+            )
             for memory_id, row in table.rows.items()
         }
+
+    def changed(self, namespace: str) -> bool:
+        """Whether the namespace's index changed since it was last saved or loaded."""
+        table = self._tables.get(namespace)
+        return table is not None and table.changed
+
+    def dump(self, namespace: str) -> tuple[dict[str, int], bytes]:
+        """The namespace's index as a layout and bytes for :meth:`load` (it counts as saved)."""
+        return self._tables[namespace].dump()
+
+    def load(self, namespace: str, layout: dict[str, int], body: bytes) -> None:
+        """Take the namespace's index from :meth:`dump`'s output; ValueError (or KeyError,
+        TypeError) if it is malformed, leaving what the index held."""
+        self._tables[namespace] = _Table.load(layout, body)
+
+    def drop_except(self, namespaces: Iterable[str]) -> None:
+        """Forget every namespace but these."""
+        keep = set(namespaces)
+        self._tables = {ns: t for ns, t in self._tables.items() if ns in keep}
+
+    def adopt(self, other: TextIndex) -> None:
+        """Take every namespace ``other`` holds, replacing these namespaces' indexes."""
+        self._tables.update(other._tables)
+        other._tables = {}
 
     def integrity_problems(self, namespace: str) -> list[str]:
         """Where the namespace's index disagrees with itself (an empty list when sound)."""

@@ -103,6 +103,9 @@ from graphmem.stores.embedded.ann_files import read_graphs, save_graphs
 from graphmem.stores.embedded.check import corrupt_log_message, load_snapshot_state
 from graphmem.stores.embedded.compaction import CompactionBackoff
 from graphmem.stores.embedded.fulltext import query_terms
+from graphmem.stores.embedded.fulltext_files import PendingText
+from graphmem.stores.embedded.fulltext_files import read_indexes as read_text_indexes
+from graphmem.stores.embedded.fulltext_files import save_indexes as save_text_indexes
 from graphmem.stores.embedded.journal import Journal, LogDamage, crc32_hex, iter_log, one_line
 from graphmem.stores.embedded.state import (
     GraphState,
@@ -145,6 +148,8 @@ class EmbeddedStore(MemoryStore):
         # Graphs loaded from their files, waiting for the log replay to reach the offset they
         # reflect: (offset, crc32 of the log up to it, namespace → graph).
         self._ann_waiting: tuple[int, str, dict[str, AnnGraph]] | None = None
+        # Keyword indexes loaded from their files, waiting likewise (fulltext_files).
+        self._text_waiting: PendingText | None = None
         self._state = GraphState()
         self._state.set_ann_threshold(ann_threshold)
         self._compact_bytes = compact_bytes
@@ -248,6 +253,10 @@ class EmbeddedStore(MemoryStore):
         ):
             waiting = self._ann_waiting = None  # the log is not the one the graphs reflect
             self._state.set_ann_threshold(self._ann_threshold)
+        text, self._text_waiting = self._text_waiting, None
+        if text is not None and base == 0:
+            text.keep_fitting(data)
+            text.reach(self._state, 0)
         try:
             if waiting is not None and waiting[0] == 0:
                 self._attach_graphs()
@@ -259,6 +268,8 @@ class EmbeddedStore(MemoryStore):
                 applied = end
                 if waiting is not None and end == waiting[0]:
                     self._attach_graphs()
+                if text is not None:
+                    text.reach(self._state, end)
         except LogDamage as e:
             journal.offset = base + applied  # what was applied stays applied
             wal, offset = journal.wal_path(), base + e.offset
@@ -288,6 +299,7 @@ class EmbeddedStore(MemoryStore):
             raise
         if self._ann_threshold is not None:
             self._ann_waiting = read_graphs(journal.root, generation)
+        self._text_waiting = read_text_indexes(journal.root, generation)
         if self._ann_waiting is None:
             self._state.set_ann_threshold(self._ann_threshold)
 
@@ -303,15 +315,17 @@ class EmbeddedStore(MemoryStore):
         self._state.set_ann_threshold(self._ann_threshold, graphs)
 
     def _save_graphs(self, *, fresh: bool) -> None:
-        """Save every approximate index that is in step with the state (the caller holds the
-        store lock); ``fresh``: just after a compaction, when older graph files are stale."""
+        """Save every approximate and keyword index that is in step with the state (the caller
+        holds the store lock); ``fresh``: just after a compaction, when older files are stale."""
         journal = self._journal
-        if journal is None or self._ann_threshold is None:
+        if journal is None:
             return
         try:
-            save_graphs(journal, self._state, fresh=fresh)
+            if self._ann_threshold is not None:
+                save_graphs(journal, self._state, fresh=fresh)
+            save_text_indexes(journal, self._state, fresh=fresh)
         except OSError as e:  # derived data: the next open rebuilds what was not saved
-            log.warning("saving the approximate index of %s failed: %s", self.path, e)
+            log.warning("saving the indexes of %s failed: %s", self.path, e)
 
     def _commit(self, line: bytes) -> None:
         """Make one change durable, then apply it (the caller holds the write lock)."""
@@ -358,19 +372,19 @@ class EmbeddedStore(MemoryStore):
         self._save_graphs(fresh=True)
 
     def close(self) -> None:
-        """Close the store; an approximate index in step with it (or nearly) is saved, so the
-        next open loads it instead of building it again."""
+        """Close the store; the approximate and keyword indexes in step with it (or nearly) are
+        saved, so the next open loads them instead of building them again."""
         with self._mutex:
             if self._closed:
                 return
             journal = self._journal
-            if journal is not None and self._ann_threshold is not None:
+            if journal is not None:
                 try:
                     with journal.lock.hold(exclusive=False):
                         if journal.read_current() == journal.generation:
                             self._save_graphs(fresh=False)
                 except (OSError, StoreError) as e:
-                    log.warning("not saving the approximate index of %s: %s", self.path, e)
+                    log.warning("not saving the indexes of %s: %s", self.path, e)
             self._closed = True
             self._state.retire()
             if journal is not None:
