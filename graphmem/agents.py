@@ -176,7 +176,7 @@ def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) ->
     (stored where the update strategy keeps failures) is offered as ``success=False``: its
     steps are not followed, its moves may be what failed the game, but what its steps showed
     always holds (where an item went and stayed) can be acted on."""
-    from graphmem.models import Procedure
+    from graphmem.models import Namespace, Procedure
     from graphmem.ops.build import procedure_chain
 
     plans: list[Plan] = []
@@ -185,7 +185,7 @@ def plans_from_hits(memory: GraphMemory, namespace: str, hits: Sequence[Hit]) ->
         proc = hit.memory
         if not isinstance(proc, Procedure):
             continue
-        chain, _ = procedure_chain(memory.store, namespace, proc.id)
+        chain, _ = procedure_chain(memory.store, Namespace(namespace), proc.id)
         steps = tuple((s.action, s.observation) for s in chain if s.action.strip())
         key = tuple(a for a, _ in steps)
         if not steps or key in seen:

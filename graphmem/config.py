@@ -14,8 +14,15 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from graphmem.errors import ConfigError, InvalidInput
-from graphmem.models import CreditPolicy, Granularity, GraphmemModel, KeyMode, MemoryKind
+from graphmem.errors import ConfigError, InvalidInput, InvalidReward
+from graphmem.models import (
+    CreditPolicy,
+    Granularity,
+    GraphmemModel,
+    KeyMode,
+    MemoryKind,
+    Reward,
+)
 
 DEFAULT_KINDS: tuple[MemoryKind, ...] = (MemoryKind.PROCEDURE, MemoryKind.NOTE, MemoryKind.TIP)
 """What a surface's memory search (LangChain tools, MCP, the flows' default state) looks
@@ -434,7 +441,7 @@ class MemoryConfig(GraphmemModel):
     >>> MemoryConfig().check_reward(2.0)
     Traceback (most recent call last):
     ...
-    graphmem.errors.InvalidInput: reward 2.0 is outside the reward range [-1, 1]
+    graphmem.errors.InvalidReward: reward 2.0 is outside the reward range [-1, 1]
     """
 
     alpha: float = Field(default=0.1, gt=0.0, le=1.0, description="Q learning rate.")
@@ -484,23 +491,26 @@ class MemoryConfig(GraphmemModel):
                 )
         return self
 
-    def check_reward(self, reward: object) -> float:
-        """``reward`` as a float if it is a number inside the reward range; else InvalidInput."""
-        return self._in_range("reward", reward)
+    def check_reward(self, reward: object) -> Reward:
+        """``reward`` as a :data:`~graphmem.models.Reward` if it is a number inside the reward
+        range; else InvalidReward. The one reward check: made where input enters, trusted below."""
+        return Reward(self._in_range("reward", reward, InvalidReward))
 
     def check_q(self, q: object) -> float:
         """A Q value as a float if it lies inside the reward range; else InvalidInput."""
         return self._in_range("q", q)
 
-    def _in_range(self, name: str, value: object) -> float:
+    def _in_range(
+        self, name: str, value: object, error: type[InvalidInput] = InvalidInput
+    ) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise InvalidInput(f"{name} must be a number, got {type(value).__name__}")
+            raise error(f"{name} must be a number, got {type(value).__name__}")
         try:
             number = float(value)
         except OverflowError:  # an int beyond any float
             number = math.inf if value > 0 else -math.inf
         if not (math.isfinite(number) and self.reward_min <= number <= self.reward_max):
-            raise InvalidInput(
+            raise error(
                 f"{name} {number!r} is outside the reward range "
                 f"[{self.reward_min:g}, {self.reward_max:g}]"
             )

@@ -38,6 +38,10 @@ class InvalidNamespace(InvalidInput):
     """A namespace is missing or uses characters outside the allowed set."""
 
 
+class InvalidReward(InvalidInput):
+    """A reward is not a number inside the config's reward range."""
+
+
 class InvalidVector(InvalidInput):
     """An embedding has the wrong dimension or non-finite values."""
 

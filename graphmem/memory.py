@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from graphmem.config import MemoryConfig, RetentionConfig, RetrievalConfig, UpdateStrategy
 from graphmem.embedding import Embedder, EmbedderRecord, default_embedder, embed_one, fingerprint
-from graphmem.models import AnyMemory, Granularity, KeyMode, Trajectory
+from graphmem.models import AnyMemory, Granularity, KeyMode, Namespace, Trajectory
 from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ class GraphMemory:
         another process while this one writes is not noticed: stop writers first)."""
         if namespace in self._embedder_checked:
             return
-        self.store.use_embedder(namespace, self.embedder_identity())
+        self.store.use_embedder(Namespace(namespace), self.embedder_identity())
         self._embedder_checked.add(namespace)
 
     def embedder_identity(self) -> EmbedderRecord:
@@ -101,11 +101,11 @@ class GraphMemory:
             return self._identity
 
     def get(self, namespace: str, memory_id: str) -> AnyMemory:
-        return self.store.get(namespace, memory_id)
+        return self.store.get(Namespace(namespace), memory_id)
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
         """Explicitly delete memories and the orphans they leave (e.g. a procedure's steps)."""
-        return self.store.delete(namespace, memory_ids)
+        return self.store.delete(Namespace(namespace), memory_ids)
 
     def close(self) -> None:
         self.store.close()
@@ -127,6 +127,7 @@ class GraphMemory:
         """
         from graphmem.ops.build import add_note
 
+        namespace = Namespace(namespace)
         strict = evolve and self.llm is not None and not self.llm.fallback
         fresh = strict and not self._has_note(namespace, content)
         note = add_note(self, namespace, content, **fields)
@@ -165,6 +166,7 @@ class GraphMemory:
         """
         from graphmem.ops.build import build
 
+        namespace = Namespace(namespace)
         result = build(self, namespace, trajectory, granularity=granularity, key_mode=key_mode)
         if evolve and not result.deduplicated:
             from graphmem.ops.evolve import evolve_many
@@ -191,7 +193,7 @@ class GraphMemory:
 
         return retrieve(
             self,
-            namespace,
+            Namespace(namespace),
             query,
             config,
             open_episode=open_episode,
@@ -203,20 +205,20 @@ class GraphMemory:
         """Open an episode for an agent that retrieves several times in one run."""
         from graphmem.ops.episodes import start_episode
 
-        return start_episode(self, namespace, task_text)
+        return start_episode(self, Namespace(namespace), task_text)
 
     def q_history(self, namespace: str, memory_id: str) -> list[QChange]:
         """The finished episodes that moved a memory's Q, oldest first."""
         from graphmem.ops.episodes import q_history
 
-        return q_history(self, namespace, memory_id)
+        return q_history(self, Namespace(namespace), memory_id)
 
     def explain_episode(self, namespace: str, episode_id: str) -> EpisodeReport:
         """What an episode was offered (rank, sim, Q, score) and used, its reward, and each
         credited memory's Q before → after (:func:`graphmem.ops.explain.explain_episode`)."""
         from graphmem.ops.explain import explain_episode
 
-        return explain_episode(self, namespace, episode_id)
+        return explain_episode(self, Namespace(namespace), episode_id)
 
     def finish_episode(
         self,
@@ -236,9 +238,9 @@ class GraphMemory:
 
         return finish_episode(
             self,
-            namespace,
+            Namespace(namespace),
             episode_id,
-            reward,
+            self.config.check_reward(reward),
             success=success,
             alpha=alpha,
             used=used,
@@ -252,23 +254,23 @@ class GraphMemory:
         range): abstention's baseline for its task cluster learns from it, as it does from
         every finished episode that credits no memory. Returns the task's Task node."""
         from graphmem.errors import InvalidInput
-        from graphmem.models import check_namespace, check_unicode
+        from graphmem.models import check_unicode
         from graphmem.ops.abstention import record_baseline
 
-        check_namespace(namespace)
+        ns = Namespace(namespace)
         if not isinstance(task_text, str) or not task_text.strip():
             raise InvalidInput("the task text must be a non-empty string")
         check_unicode(task_text, "the task text")
         r = self.config.check_reward(reward)
         ok = r >= self.config.success_reward if success is None else bool(success)
-        return record_baseline(self, namespace, task_text, r, success=ok)
+        return record_baseline(self, ns, task_text, r, success=ok)
 
     def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
         """Mark memories an open episode was offered as used; returns all it has marked used.
         An id it was not offered is refused and nothing is marked."""
         from graphmem.ops.episodes import mark_used
 
-        return mark_used(self, namespace, episode_id, memory_ids)
+        return mark_used(self, Namespace(namespace), episode_id, memory_ids)
 
     # ---- update and evolve (graphmem.ops.update, graphmem.ops.evolve, graphmem.ops.history) ------
 
@@ -283,6 +285,7 @@ class GraphMemory:
         """Memory-set update after an episode (vanilla / validation / adjustment)."""
         from graphmem.ops.update import update
 
+        namespace = Namespace(namespace)
         result = update(self, namespace, trajectory, strategy=strategy, episode_id=episode_id)
         self._retain(namespace)
         return result
@@ -297,9 +300,9 @@ class GraphMemory:
         The write paths (add_note, build, update) call it after writing."""
         from graphmem.ops.retention import enforce_capacity
 
-        return enforce_capacity(self, namespace, config)
+        return enforce_capacity(self, Namespace(namespace), config)
 
-    def _retain(self, namespace: str) -> None:
+    def _retain(self, namespace: Namespace) -> None:
         if self.config.retention.enabled:
             self.enforce_retention(namespace)
 
@@ -311,19 +314,19 @@ class GraphMemory:
         """
         from graphmem.ops.obsolescence import restore
 
-        return restore(self, namespace, memory_id)
+        return restore(self, Namespace(namespace), memory_id)
 
     def evolve(self, namespace: str, memory_id: str) -> EvolutionResult:
         """A-MEM evolution: link a memory to its neighbours and refresh them as new versions."""
         from graphmem.ops.evolve import evolve
 
-        return evolve(self, namespace, memory_id)
+        return evolve(self, Namespace(namespace), memory_id)
 
     def history(self, namespace: str, memory_id: str) -> History:
         """The versions, links and episodes that shaped a memory."""
         from graphmem.ops.history import history
 
-        return history(self, namespace, memory_id)
+        return history(self, Namespace(namespace), memory_id)
 
     def consolidate(
         self, namespace: str, config: ConsolidationConfig | None = None
@@ -335,4 +338,4 @@ class GraphMemory:
         ``self.config.consolidation``, whose ``enabled`` flag only governs the write hook)."""
         from graphmem.ops.consolidation import consolidate
 
-        return consolidate(self, namespace, config=config)
+        return consolidate(self, Namespace(namespace), config=config)

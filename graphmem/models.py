@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, Literal, Self, TypeAlias, TypeVar, cast
+from typing import Annotated, Any, Literal, NewType, Self, TypeAlias, TypeVar, cast, final
 
 import numpy as np
 import numpy.typing as npt
@@ -30,11 +30,13 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
     TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import core_schema
 
 MAX_TEXT_CHARS = 1_000_000
 """Longest text graphmem stores in one field; larger input is rejected, not truncated."""
@@ -194,8 +196,52 @@ def _check_text(value: str, field: str, *, required: bool) -> str:
     return value
 
 
-def check_namespace(namespace: str) -> str:
-    """Return ``namespace`` if it is valid, else raise :class:`InvalidNamespace`."""
+@final
+class Namespace(str):
+    """A namespace that has been checked: 1-128 characters of letters, digits and
+    ``_ . : @ / -``, starting with a letter or digit.
+
+    Made where input enters (the API, the MCP tools, the LangGraph store, the served graphs,
+    the CLI); the layers below take one on trust (docs/architecture.md, "Where input is
+    checked"). ``Namespace(value)`` checks a plain string and hands a Namespace back as it
+    is, so a surface over another surface checks once; a model's ``namespace`` field does
+    the same.
+
+    >>> Namespace("team/alice")
+    'team/alice'
+    >>> Namespace("no spaces")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    graphmem.errors.InvalidNamespace: invalid namespace 'no spaces': use 1-128 characters...
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, value: object) -> Namespace:
+        return value if isinstance(value, Namespace) else check_namespace(value)
+
+    def __copy__(self) -> Namespace:
+        return self
+
+    def __deepcopy__(self, memo: object) -> Namespace:  # a model's deep copy: no re-check
+        return self
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> core_schema.CoreSchema:
+        # A plain string is checked; a Namespace passes (its JSON Schema is a string's).
+        def validate(value: Any, as_str: core_schema.ValidatorFunctionWrapHandler) -> Namespace:
+            return value if isinstance(value, Namespace) else check_namespace(as_str(value))
+
+        return core_schema.no_info_wrap_validator_function(validate, core_schema.str_schema())
+
+
+def check_namespace(namespace: object) -> Namespace:
+    """The namespace check: ``namespace`` as a :class:`Namespace`, else InvalidNamespace.
+
+    Every check of a namespace is a call of this function (tests count them); code that has
+    a Namespace already calls nothing.
+    """
     from graphmem.errors import InvalidNamespace
 
     if not isinstance(namespace, str) or not namespace:
@@ -205,7 +251,12 @@ def check_namespace(namespace: str) -> str:
             f"invalid namespace {namespace[:80]!r}: use 1-128 characters of letters, digits and "
             "_ . : @ / - (starting with a letter or digit)"
         )
-    return namespace
+    return str.__new__(Namespace, namespace)
+
+
+Reward = NewType("Reward", float)
+"""A reward checked against a config's reward range: made by
+:meth:`graphmem.config.MemoryConfig.check_reward` where input enters, trusted below."""
 
 
 def check_id(memory_id: str) -> str:
@@ -350,7 +401,7 @@ class Memory(GraphmemModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     id: str = Field(default_factory=new_id, description="Unique within the namespace.")
-    namespace: str = Field(description="Tenant / agent / user scope. Required.")
+    namespace: Namespace = Field(description="Tenant / agent / user scope. Required.")
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
     source: str = Field(
@@ -371,11 +422,6 @@ class Memory(GraphmemModel):
     obsolete_reason: str | None = None
     content_hash: str | None = Field(default=None, description="For deduplication.")
     embedding: list[float] | None = Field(default=None, repr=False, exclude=False)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str:
-        return check_namespace(v)
 
     @field_validator("id")
     @classmethod
@@ -570,7 +616,7 @@ class Edge(GraphmemModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    namespace: str
+    namespace: Namespace
     kind: EdgeKind
     src: str
     dst: str
@@ -581,11 +627,6 @@ class Edge(GraphmemModel):
         "and alpha (set on the memories the finish credited).",
     )
     created_at: datetime = Field(default_factory=utcnow)
-
-    @field_validator("namespace")
-    @classmethod
-    def _namespace(cls, v: str) -> str:
-        return check_namespace(v)
 
     @field_validator("src", "dst")
     @classmethod

@@ -48,7 +48,7 @@ from graphmem.flows.agent import build_agent_graph, default_hints, run_task
 from graphmem.flows.state import AgentContext, AgentState, LearnFn
 from graphmem.llm import MemoryLLM
 from graphmem.memory import GraphMemory
-from graphmem.models import Hit, MemoryKind, Note, Procedure
+from graphmem.models import Hit, MemoryKind, Namespace, Note, Procedure
 from graphmem.ops.build import revise_note
 from graphmem.ops.obsolescence import SUBJECT_TAG
 from showcase.envs.agents import ChatPolicy as ChatPolicy
@@ -177,7 +177,7 @@ def learn_subject_facts(
         )
         note = revise_note(
             memory,
-            namespace,
+            Namespace(namespace),
             [n.id for n in older],
             content,
             change=f"consolidated: {change}",

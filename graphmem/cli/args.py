@@ -7,7 +7,7 @@ import argparse
 from typing import overload
 
 from graphmem.errors import InvalidInput, InvalidNamespace
-from graphmem.models import check_namespace
+from graphmem.models import Namespace
 
 
 def at_least_one(text: str) -> int:
@@ -22,10 +22,10 @@ def at_least_one(text: str) -> int:
 
 
 @overload
-def checked_namespace(namespace: str) -> str: ...
+def checked_namespace(namespace: str) -> Namespace: ...
 @overload
 def checked_namespace(namespace: None) -> None: ...
-def checked_namespace(namespace: str | None) -> str | None:
+def checked_namespace(namespace: str | None) -> Namespace | None:
     """``--namespace``'s value, checked; None when the option was not given. An empty one is
     refused (it read as "every namespace" before, where ``../x`` was refused)."""
     if namespace is None:
@@ -33,6 +33,6 @@ def checked_namespace(namespace: str | None) -> str | None:
     if not namespace:
         raise InvalidNamespace("--namespace is empty: name a namespace, or leave the option out")
     try:
-        return check_namespace(namespace)
+        return Namespace(namespace)
     except InvalidInput as e:
         raise InvalidNamespace(f"--namespace: {e}") from e

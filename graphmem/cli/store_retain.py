@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from graphmem.config import RETENTION_POLICIES, RetentionConfig
 from graphmem.errors import InvalidInput
-from graphmem.models import MemoryKind
+from graphmem.models import MemoryKind, Namespace
 
 if TYPE_CHECKING:
     from graphmem.stores.base import MemoryStore
@@ -113,7 +113,7 @@ def check_capacity_of(store: MemoryStore, retention: RetentionConfig, namespaces
     """Print what breaks the capacity; 0 when nothing does, else 1."""
     from graphmem.ops.retention import check_capacity, live_units
 
-    spaces = namespaces or store.namespaces()
+    spaces = [Namespace(ns) for ns in namespaces or store.namespaces()]
     problems = check_capacity(store, retention, spaces)
     for p in problems:
         print(f"capacity: {p.namespace}: {p.problem}")
@@ -143,7 +143,7 @@ def _retain(args: argparse.Namespace) -> int:
         memory = GraphMemory(
             store, embedder=HashingEmbedder(8), config=MemoryConfig(retention=retention)
         )
-        for ns in args.namespace or store.namespaces():
+        for ns in args.namespace or map(Namespace, store.namespaces()):
             if args.dry_run:
                 units, plan = plan_namespace(store, ns, retention, memory.config)
                 print(f"{ns}: {len(units)} live, would evict {len(plan)}")

@@ -33,7 +33,7 @@ from graphmem.flows.state import (
 )
 from graphmem.flows.update import build_update_graph
 from graphmem.memory import GraphMemory
-from graphmem.models import Hit, Note, Procedure, Tip
+from graphmem.models import Hit, Namespace, Note, Procedure, Tip
 from graphmem.ops.build import procedure_chain
 from graphmem.ops.episodes import record_retrieval
 
@@ -49,7 +49,7 @@ def default_hints(memory: GraphMemory, namespace: str, task: str, hits: Sequence
     for hit in hits:
         m = hit.memory
         if isinstance(m, Procedure) and m.success:
-            steps, _ = procedure_chain(memory.store, namespace, m.id)
+            steps, _ = procedure_chain(memory.store, Namespace(namespace), m.id)
             if steps:
                 hints.append("; ".join(s.action for s in steps))
         elif isinstance(m, Note):

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Required, cast, get_args
 
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 from typing_extensions import TypedDict  # pydantic needs it for JSON schemas on Python 3.11
 
 from graphmem.config import DEFAULT_KINDS, RetrievalConfig, UpdateStrategy
 from graphmem.errors import ConfigError, InvalidInput
 from graphmem.memory import GraphMemory
-from graphmem.models import GraphmemModel, Hit, MemoryKind, check_namespace
+from graphmem.models import GraphmemModel, Hit, MemoryKind, Namespace
 
 if TYPE_CHECKING:
     from graphmem.agents import GameEnv, Policy
@@ -105,8 +105,9 @@ class ServedContext(GraphmemModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    namespace: str = Field(
-        default=DEFAULT_NAMESPACE, description="Whose memory: tenant / agent / user scope."
+    namespace: Namespace = Field(
+        default=Namespace(DEFAULT_NAMESPACE),
+        description="Whose memory: tenant / agent / user scope.",
     )
     retrieval: RetrievalConfig | None = Field(
         default=None,
@@ -116,11 +117,6 @@ class ServedContext(GraphmemModel):
     strategy: UpdateStrategy = Field(
         default=UpdateStrategy.ADJUSTMENT, description="Memory-set update after an episode."
     )
-
-    @field_validator("namespace")
-    @classmethod
-    def _valid_namespace(cls, value: str) -> str:
-        return check_namespace(value)
 
     @classmethod
     def refuse_unknown_keys(cls, context: object) -> None:
@@ -183,7 +179,7 @@ def required(state: Mapping[str, object], key: str, flow: str, example: str) -> 
 
 def resolve(
     runtime: Runtime[Any], bound: GraphMemory | None
-) -> tuple[GraphMemory, str, MemoryContext]:
+) -> tuple[GraphMemory, Namespace, MemoryContext]:
     """The run's memory, namespace and context; a clear ConfigError when one is missing."""
     ctx = runtime.context
     if isinstance(ctx, dict):
@@ -199,7 +195,7 @@ def resolve(
             "no GraphMemory for this run: pass context=MemoryContext(memory=...) or build the "
             "graph with memory=..."
         )
-    return memory, check_namespace(ctx.namespace), ctx
+    return memory, Namespace(ctx.namespace), ctx
 
 
 # ---- state ---------------------------------------------------------------------------------

@@ -26,9 +26,9 @@ with needs_extra("langchain", "the LangChain tools"):
     from langchain_core.tools import BaseTool, StructuredTool
 
     from graphmem.config import DEFAULT_KINDS, RetrievalConfig
-    from graphmem.errors import GraphmemError, InvalidInput
+    from graphmem.errors import GraphmemError, InvalidReward
     from graphmem.memory import GraphMemory
-    from graphmem.models import MemoryKind, check_namespace
+    from graphmem.models import MemoryKind, Namespace
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class MemoryToolkit:
         kinds: Sequence[MemoryKind | str] | None = None,
     ) -> None:
         self.memory = memory
-        self.namespace = check_namespace(namespace)
+        self.namespace = Namespace(namespace)
         base = retrieval if retrieval is not None else memory.config.retrieval
         chosen = tuple(MemoryKind(k) for k in kinds) if kinds is not None else None
         if chosen is None and retrieval is None:
@@ -95,17 +95,11 @@ class MemoryToolkit:
         acted on: only those are credited (an id it was not shown is refused the same way).
         """
         cfg = self.memory.config
-        try:
-            value = (
-                cfg.check_reward(reward)
-                if reward is not None
-                else (cfg.success_reward if success else cfg.failure_reward)
-            )
-        except InvalidInput as e:
-            return (
-                f"Could not record the outcome: {e}. Report again with a reward between "
-                f"{cfg.reward_min:g} and {cfg.reward_max:g}, or leave it out."
-            )
+        value = (
+            reward
+            if reward is not None
+            else (cfg.success_reward if success else cfg.failure_reward)
+        )
         with self._lock:
             if self.episode_id is None:
                 return "No memory was searched in this run, so there is nothing to credit."
@@ -117,6 +111,11 @@ class MemoryToolkit:
                     value,
                     success=success,
                     used=None if used is None else list(used),
+                )
+            except InvalidReward as e:  # the episode stays open: the model may report again
+                return (
+                    f"Could not record the outcome: {e}. Report again with a reward between "
+                    f"{cfg.reward_min:g} and {cfg.reward_max:g}, or leave it out."
                 )
             except GraphmemError as e:
                 return f"Could not record the outcome: {e}"

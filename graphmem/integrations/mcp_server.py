@@ -30,7 +30,7 @@ with needs_extra("mcp", "the MCP server"):
     from graphmem.config import DEFAULT_KINDS
     from graphmem.errors import GraphmemError
     from graphmem.memory import GraphMemory
-    from graphmem.models import CreditPolicy, MemoryKind, Trajectory, check_namespace
+    from graphmem.models import CreditPolicy, MemoryKind, Namespace, Trajectory
     from graphmem.ops.history import summarize
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 SearchKind = Literal["Procedure", "Note", "Tip"]
-Namespace = Annotated[
+NamespaceArg = Annotated[
     str | None,
     Field(description="Whose memory (tenant / agent / user); the server's own when it has one."),
 ]
@@ -140,10 +140,11 @@ class MemoryTools:
 
     def __init__(self, memory: GraphMemory, namespace: str | None = None) -> None:
         self.memory = memory
-        self.namespace = check_namespace(namespace) if namespace is not None else None
+        self.namespace = Namespace(namespace) if namespace is not None else None
 
-    def namespace_of(self, asked: str | None) -> str:
-        """The namespace a call works in; a ToolError when it names none or a foreign one."""
+    def namespace_of(self, asked: str | None) -> Namespace:
+        """The namespace a call works in, checked (the tools' one namespace check); a ToolError
+        when it names none or a foreign one."""
         if self.namespace is not None:
             if asked is not None and asked != self.namespace:
                 raise ToolError(
@@ -153,12 +154,12 @@ class MemoryTools:
         if asked is None:
             raise ToolError("name a namespace: this server was started without --namespace")
         with _as_tool_errors():
-            return check_namespace(asked)
+            return Namespace(asked)
 
     def search_memory(
         self,
         query: Annotated[str, Field(description="The task or question, in plain words.")],
-        namespace: Namespace = None,
+        namespace: NamespaceArg = None,
         kinds: Annotated[
             list[SearchKind] | None, Field(description="Kinds to search; default all three.")
         ] = None,
@@ -224,7 +225,7 @@ class MemoryTools:
     def save_note(
         self,
         content: Annotated[str, Field(description="One fact or lesson, a sentence or two.")],
-        namespace: Namespace = None,
+        namespace: NamespaceArg = None,
         tags: Annotated[list[str] | None, Field(description="Optional short labels.")] = None,
     ) -> SavedNote:
         """Save one atomic fact or lesson to long-term memory for future tasks."""
@@ -246,7 +247,7 @@ class MemoryTools:
             Trajectory,
             Field(description="The task, its steps (action, observation, thought) and outcome."),
         ],
-        namespace: Namespace = None,
+        namespace: NamespaceArg = None,
     ) -> BuiltProcedure:
         """Turn a finished task's steps into a procedure memory, retrievable by later tasks."""
         ns = self.namespace_of(namespace)
@@ -264,7 +265,7 @@ class MemoryTools:
         self,
         episode_id: Annotated[str, Field(description="The id search_memory returned.")],
         reward: Annotated[float, Field(description="How the task went, in the reward range.")],
-        namespace: Namespace = None,
+        namespace: NamespaceArg = None,
         success: Annotated[bool | None, Field(description="Whether the task succeeded.")] = None,
         used: Annotated[
             list[str] | None,
@@ -278,13 +279,12 @@ class MemoryTools:
         on the hits you used only. Exactly once: a repeat with the same reward (and used ids)
         replays the outcome; another reward is refused."""
         ns = self.namespace_of(namespace)
-        with _as_tool_errors():
-            value = self.memory.config.check_reward(reward)
-            outcome = self.memory.finish_episode(ns, episode_id, value, success=success, used=used)
+        with _as_tool_errors():  # finish_episode checks the reward (the one check)
+            outcome = self.memory.finish_episode(ns, episode_id, reward, success=success, used=used)
         return Outcome(
             namespace=ns,
             episode_id=episode_id,
-            reward=value,
+            reward=float(reward),
             success=outcome.episode.success,
             credit=str(outcome.episode.credit or CreditPolicy.OFFERED),
             replayed=outcome.replayed,
@@ -294,7 +294,7 @@ class MemoryTools:
     def memory_history(
         self,
         memory_id: Annotated[str, Field(description="The memory's id.")],
-        namespace: Namespace = None,
+        namespace: NamespaceArg = None,
     ) -> MemoryHistory:
         """The versions, links and episodes that shaped a memory (why it ranks as it does)."""
         ns = self.namespace_of(namespace)

@@ -32,13 +32,13 @@ from graphmem.models import (
     Granularity,
     KeyMode,
     MemoryKind,
+    Namespace,
     Note,
     Procedure,
     Step,
     Task,
     Trajectory,
     check_id,
-    check_namespace,
     check_unicode,
     content_hash,
     utcnow,
@@ -100,14 +100,13 @@ def trajectory_hash(trajectory: Trajectory) -> str:
 
 def build(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     trajectory: Trajectory | dict[str, Any],
     *,
     granularity: Granularity | str | None = None,
     key_mode: KeyMode | str | None = None,
 ) -> BuildResult:
     """Store ``trajectory`` as procedural memory at ``granularity`` with a ``key_mode`` key."""
-    check_namespace(namespace)
     traj = _as_trajectory(trajectory)
     # The reward reaches prompts and the procedure's record: the range finish_episode holds.
     mem.config.check_reward(traj.reward)
@@ -220,7 +219,7 @@ def build(
 
 
 def _consolidated(
-    mem: MemoryContext, namespace: str, memory_id: str, kind: MemoryKind
+    mem: MemoryContext, namespace: Namespace, memory_id: str, kind: MemoryKind
 ) -> str | None:
     """The hook of :mod:`graphmem.ops.consolidation` on a memory just written: the id of the
     version that holds it after consolidation, or None (off, or nothing merged)."""
@@ -234,13 +233,12 @@ def _consolidated(
     return live if live != memory_id else None
 
 
-def add_note(mem: MemoryContext, namespace: str, content: str, **fields: Any) -> Note:
+def add_note(mem: MemoryContext, namespace: Namespace, content: str, **fields: Any) -> Note:
     """Store a note; keywords, tags, context and category not given are extracted.
 
     A note whose content (normalised) is already in the namespace is returned as it is, except
     that a demoted one is restored first: learning a retired fact again revives it.
     """
-    check_namespace(namespace)
     if not isinstance(content, str):
         raise InvalidInput(f"note content must be a string, got {type(content).__name__}")
     if not content.strip():
@@ -283,7 +281,7 @@ def add_note(mem: MemoryContext, namespace: str, content: str, **fields: Any) ->
     return note
 
 
-def _relearned(mem: MemoryContext, namespace: str, note: Note) -> Note:
+def _relearned(mem: MemoryContext, namespace: Namespace, note: Note) -> Note:
     """A note learned again: a demoted one is restored (learning a fact again is evidence it
     holds); a superseded one stays as it is, since a newer version replaced it."""
     if not note.obsolete or mem.store.superseded(namespace, [note.id]):
@@ -300,7 +298,7 @@ def _relearned(mem: MemoryContext, namespace: str, note: Note) -> Note:
 
 def revise_note(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     note_ids: Sequence[str],
     content: str,
     *,
@@ -334,7 +332,6 @@ def revise_note(
     from graphmem.ops.evolve import EVOLVED_INTO, carried_edges, dedupe_edges
     from graphmem.ops.obsolescence import supersede
 
-    check_namespace(namespace)
     if isinstance(note_ids, str) or not note_ids:
         raise InvalidInput("note_ids is a non-empty sequence of note ids")
     ids = list(dict.fromkeys(check_id(i) for i in note_ids))
@@ -389,7 +386,7 @@ def revise_note(
 
 
 def _note_values(
-    mem: MemoryContext, namespace: str, content: str, fields: dict[str, Any]
+    mem: MemoryContext, namespace: Namespace, content: str, fields: dict[str, Any]
 ) -> tuple[str, dict[str, Any]]:
     """The content hash and the fields of a new version with ``content``: checked, with the
     extracted fields filled in."""
@@ -435,7 +432,7 @@ def _enum(cls: type[_E], value: _E | str | None, default: _E, what: str) -> _E:
         raise InvalidInput(f"unknown {what} {value!r}; choose one of {choices}") from None
 
 
-def _edge(namespace: str, kind: EdgeKind, src: str, dst: str) -> Edge:
+def _edge(namespace: Namespace, kind: EdgeKind, src: str, dst: str) -> Edge:
     return Edge(namespace=namespace, kind=kind, src=src, dst=dst)
 
 
@@ -459,7 +456,7 @@ def _source_ref(traj: Trajectory, digest: str) -> str:
 
 def _task(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     traj: Trajectory,
     key: str,
     mode: KeyMode,
@@ -485,7 +482,7 @@ def _task(
     return task, True
 
 
-def _solved_by(namespace: str, task: Task, procedures: Sequence[Procedure]) -> list[Edge]:
+def _solved_by(namespace: Namespace, task: Task, procedures: Sequence[Procedure]) -> list[Edge]:
     """``(task)-[:SOLVED_BY {reward, success}]->(procedure)`` for each of ``procedures``."""
     return [
         Edge(
@@ -499,7 +496,7 @@ def _solved_by(namespace: str, task: Task, procedures: Sequence[Procedure]) -> l
     ]
 
 
-def _existing(mem: MemoryContext, namespace: str, proc: Procedure) -> BuildResult:
+def _existing(mem: MemoryContext, namespace: Namespace, proc: Procedure) -> BuildResult:
     """The memories of an earlier identical build, as a BuildResult."""
     store = mem.store
     procedures = [proc]

@@ -3,12 +3,12 @@ agent flow all follow it)."""
 
 from __future__ import annotations
 
-from graphmem.models import Edge, EdgeKind, Step
+from graphmem.models import Edge, EdgeKind, Namespace, Step
 from graphmem.stores.base import MemoryStore
 
 
 def procedure_chain(
-    store: MemoryStore, namespace: str, procedure_id: str, *, limit: int = 10_000
+    store: MemoryStore, namespace: Namespace, procedure_id: str, *, limit: int = 10_000
 ) -> tuple[list[Step], list[Edge]]:
     """A procedure's steps in order and the FIRST_STEP/NEXT edges joining them.
 

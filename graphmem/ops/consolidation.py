@@ -99,10 +99,10 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     MemoryKind,
+    Namespace,
     Note,
     Procedure,
     check_id,
-    check_namespace,
     memory_from_dict,
     utcnow,
 )
@@ -278,7 +278,7 @@ def skeleton(actions: Iterable[str]) -> tuple[str, ...]:
 
 
 def procedure_signature(
-    mem: MemoryContext, namespace: str, procedure: Procedure, step_match: str
+    mem: MemoryContext, namespace: Namespace, procedure: Procedure, step_match: str
 ) -> tuple[str, ...] | None:
     """What two procedures of one cluster must share to merge: their folded actions
     (``exact``) or their :func:`skeleton` (``skeleton``); None without steps."""
@@ -442,7 +442,7 @@ def _representative(memories: Sequence[AnyMemory]) -> AnyMemory:
 
 
 def merge(
-    mem: MemoryContext, namespace: str, memories: Sequence[AnyMemory], rule: str
+    mem: MemoryContext, namespace: Namespace, memories: Sequence[AnyMemory], rule: str
 ) -> Merge | None:
     """Merge ``memories`` (live, one kind) into one new version; None when one of them is no
     longer live (another consolidation got there first)."""
@@ -531,7 +531,7 @@ def merge(
 
 
 def _carried(
-    mem: MemoryContext, namespace: str, ids: Sequence[str], rep_id: str, new_id: str
+    mem: MemoryContext, namespace: Namespace, ids: Sequence[str], rep_id: str, new_id: str
 ) -> list[Edge]:
     """The merged memories' content edges, re-drawn on the new version: incoming SOLVED_BY,
     ABOUT and both ways LINKS_TO of all of them; the representative's structure
@@ -556,7 +556,7 @@ def _carried(
 
 
 def supersede_contradicted(
-    mem: MemoryContext, namespace: str, new: Note, found: Sequence[Contradiction]
+    mem: MemoryContext, namespace: Namespace, new: Note, found: Sequence[Contradiction]
 ) -> None:
     """``new`` becomes the new version of each note it contradicts: one atomic write."""
     olds = mem.store.get_many(namespace, [c.old_id for c in found])
@@ -604,7 +604,9 @@ def supersede_contradicted(
 # ---- finding look-alikes --------------------------------------------------------------------
 
 
-def _live(mem: MemoryContext, namespace: str, memories: Sequence[AnyMemory]) -> list[AnyMemory]:
+def _live(
+    mem: MemoryContext, namespace: Namespace, memories: Sequence[AnyMemory]
+) -> list[AnyMemory]:
     """The live ones among ``memories`` (not obsolete, not superseded)."""
     alive = [m for m in memories if not m.obsolete]
     gone = mem.store.superseded(namespace, [m.id for m in alive]) if alive else set()
@@ -612,7 +614,7 @@ def _live(mem: MemoryContext, namespace: str, memories: Sequence[AnyMemory]) -> 
 
 
 def _near(
-    mem: MemoryContext, namespace: str, memory: AnyMemory, k: int, floor: float
+    mem: MemoryContext, namespace: Namespace, memory: AnyMemory, k: int, floor: float
 ) -> list[AnyMemory]:
     assert memory.embedding is not None
     recalled = mem.store.recall(
@@ -631,7 +633,7 @@ def _mergeable(memory: AnyMemory) -> bool:
 
 
 def procedure_lookalikes(
-    mem: MemoryContext, namespace: str, procedure: Procedure, cfg: ConsolidationConfig
+    mem: MemoryContext, namespace: Namespace, procedure: Procedure, cfg: ConsolidationConfig
 ) -> list[AnyMemory]:
     """Live procedures of ``procedure``'s task cluster whose steps match its steps."""
     near = _near(mem, namespace, procedure, cfg.max_candidates, cfg.task_similarity)
@@ -657,7 +659,7 @@ def procedure_lookalikes(
 
 
 def note_lookalikes(
-    mem: MemoryContext, namespace: str, note: Note, cfg: ConsolidationConfig
+    mem: MemoryContext, namespace: Namespace, note: Note, cfg: ConsolidationConfig
 ) -> list[AnyMemory]:
     """Live notes with ``note``'s subject and content (folded)."""
     key = note_content_key(note)
@@ -666,7 +668,7 @@ def note_lookalikes(
 
 
 def contradicted(
-    mem: MemoryContext, namespace: str, note: Note, cfg: ConsolidationConfig
+    mem: MemoryContext, namespace: Namespace, note: Note, cfg: ConsolidationConfig
 ) -> list[Contradiction]:
     """The live notes older than ``note``, of its subject, that it contradicts."""
     subject = note_key(note)
@@ -693,7 +695,7 @@ def contradicted(
 
 def consolidate_memory(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     memory_id: str,
     *,
     config: ConsolidationConfig | None = None,
@@ -702,7 +704,6 @@ def consolidate_memory(
     ``add_note``): merge it with the live procedures of its cluster whose steps match, or the
     live notes of its subject and content; then, for a note, supersede the older live notes
     of its subject it contradicts. Kinds ``config.kinds`` leaves out are passed over."""
-    check_namespace(namespace)
     check_id(memory_id)
     cfg = config if config is not None else mem.config.consolidation
     result = ConsolidationResult()
@@ -735,14 +736,13 @@ def consolidate_memory(
 
 def consolidate(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     *,
     config: ConsolidationConfig | None = None,
 ) -> ConsolidationResult:
     """Sweep a namespace: every live procedure and note, oldest first, is consolidated as
     :func:`consolidate_memory` does (``config.enabled`` only governs the automatic hook; an
     explicit sweep always runs). Running it again changes nothing."""
-    check_namespace(namespace)
     cfg = config if config is not None else mem.config.consolidation
     kinds = [k for k in (MemoryKind.PROCEDURE, MemoryKind.NOTE) if k in cfg.kinds]
     if not kinds:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
@@ -39,13 +40,13 @@ from graphmem.models import (
     EdgeKind,
     Episode,
     EpisodeStatus,
+    Namespace,
+    Reward,
     check_id,
-    check_namespace,
     utcnow,
 )
 from graphmem.stores.base import (
     MemoryStore,
-    check_alpha_reward,
     check_credit,
     check_used,
     credited_order,
@@ -64,7 +65,7 @@ class RetrievalRecord(Protocol):
     """What an episode records of a retrieval; :class:`graphmem.ops.retrieve.Retrieval` is one."""
 
     @property
-    def namespace(self) -> str: ...
+    def namespace(self) -> Namespace: ...
 
     @property
     def query(self) -> str: ...
@@ -122,7 +123,7 @@ class QChange(BaseModel):
 
 def start_episode(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     task_text: str,
     *,
     config: RetrievalConfig | None = None,
@@ -131,7 +132,6 @@ def start_episode(
 
     Pass its id as ``retrieve(..., episode_id=...)``; every retrieval adds RETRIEVED edges.
     """
-    check_namespace(namespace)
     episode = Episode(
         namespace=namespace,
         task_text=task_text,
@@ -142,7 +142,7 @@ def start_episode(
     return episode
 
 
-def get_open_episode(store: MemoryStore, namespace: str, episode_id: str) -> Episode:
+def get_open_episode(store: MemoryStore, namespace: Namespace, episode_id: str) -> Episode:
     """The episode, if it exists and is still open; else MemoryNotFound / EpisodeFinished."""
     found = store.get(namespace, episode_id)
     if not isinstance(found, Episode):
@@ -197,7 +197,7 @@ def record_retrieval(
     return episode_id
 
 
-def retrieved_ids(store: MemoryStore, namespace: str, episode_id: str) -> list[str]:
+def retrieved_ids(store: MemoryStore, namespace: Namespace, episode_id: str) -> list[str]:
     """Ids of the memories an episode RETRIEVED (was offered), in rank order."""
     edges = store.edges(namespace, episode_id, kinds=[EdgeKind.RETRIEVED], direction="out")
     return credited_order(edges)
@@ -213,7 +213,7 @@ def credited_memory_ids(store: MemoryStore, episode: Episode) -> list[str]:
 
 
 def mark_used(
-    mem: MemoryContext, namespace: str, episode_id: str, memory_ids: Sequence[str]
+    mem: MemoryContext, namespace: Namespace, episode_id: str, memory_ids: Sequence[str]
 ) -> list[str]:
     """Mark memories an open episode was offered as used (``used: true`` on their RETRIEVED
     edges); returns every memory the episode has marked used, in rank order.
@@ -221,7 +221,6 @@ def mark_used(
     With the ``used`` credit policy only marked memories are credited. An id the episode was
     not offered is refused (InvalidInput) and nothing is marked; marking again is a no-op.
     """
-    check_namespace(namespace)
     check_id(episode_id)
     return mem.store.mark_used(namespace, episode_id, check_used(memory_ids))
 
@@ -243,9 +242,9 @@ def resolve_credit(
 
 def finish_episode(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     episode_id: str,
-    reward: float,
+    reward: Reward,
     *,
     success: bool | None = None,
     alpha: float | None = None,
@@ -261,28 +260,28 @@ def finish_episode(
     (``"offered"`` by default).
 
     ``Q ← Q + α(R − Q)`` with ``α = alpha`` or ``mem.config.alpha``; ``success`` defaults to
-    ``reward >= mem.config.success_reward``; ``reward`` must lie in the config's reward range.
+    ``reward >= mem.config.success_reward``; ``reward`` was checked against the config's
+    reward range where it entered (:meth:`~graphmem.config.MemoryConfig.check_reward`).
     One atomic store operation, idempotent by episode id: a retried, repeated or concurrent
     finish with the same reward (and credit policy, and used ids) returns the recorded outcome
     (``replayed=True``) and credits nothing; another reward, policy or used set raises
     :class:`EpisodeFinished`. An unknown episode raises MemoryNotFound. A call that raises
     changed nothing.
     """
-    check_namespace(namespace)
     check_id(episode_id)
     a = mem.config.alpha if alpha is None else alpha
     if isinstance(a, bool) or not isinstance(a, int | float):
         raise InvalidInput(f"alpha must be a number, got {type(a).__name__}")
-    r = mem.config.check_reward(reward)
-    check_alpha_reward(float(a), r)
-    succeeded = r >= mem.config.success_reward if success is None else bool(success)
+    if not (math.isfinite(a) and 0.0 < a <= 1.0):
+        raise InvalidInput(f"alpha must be in (0, 1], got {a!r}")
+    succeeded = reward >= mem.config.success_reward if success is None else bool(success)
     policy = resolve_credit(mem, credit, used)
     marks = check_used(used)
 
     credit_done = mem.store.finish_episode(
         namespace,
         episode_id,
-        r,
+        reward,
         float(a),
         success=succeeded,
         finished_at=utcnow(),
@@ -300,7 +299,7 @@ def finish_episode(
         # between loses this one count of a statistic, never a credit.
         from graphmem.ops.abstention import record_baseline
 
-        record_baseline(mem, namespace, credit_done.episode.task_text, r, success=succeeded)
+        record_baseline(mem, namespace, credit_done.episode.task_text, reward, success=succeeded)
     if credit_done.replayed:
         log.info("episode %s ns=%s was finished already: outcome replayed", episode_id, namespace)
     else:
@@ -308,7 +307,7 @@ def finish_episode(
             "finished episode %s ns=%s reward=%s credit=%s: %d memories credited",
             episode_id,
             namespace,
-            r,
+            reward,
             policy.value,
             len(credit_done.q_after),
         )
@@ -338,9 +337,8 @@ def learns_baseline(mem: MemoryContext, episode: Episode) -> bool:
 # ---- history -----------------------------------------------------------------------------
 
 
-def q_history(mem: MemoryContext, namespace: str, memory_id: str) -> list[QChange]:
+def q_history(mem: MemoryContext, namespace: Namespace, memory_id: str) -> list[QChange]:
     """The finished episodes that moved a memory's Q, oldest first."""
-    check_namespace(namespace)
     check_id(memory_id)
     mem.store.get(namespace, memory_id)  # MemoryNotFound for an unknown id
     edges = mem.store.edges(namespace, memory_id, kinds=[EdgeKind.RETRIEVED], direction="in")

@@ -29,12 +29,12 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     MemoryKind,
+    Namespace,
     Note,
     Procedure,
     Task,
     Tip,
     check_id,
-    check_namespace,
     memory_from_dict,
     new_id,
     utcnow,
@@ -87,13 +87,12 @@ class EvolutionResult(BaseModel):
 
 def evolve(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     memory_id: str,
     *,
     config: EvolutionConfig | None = None,
 ) -> EvolutionResult:
     """Link ``memory_id`` to its neighbours and refresh them as new versions (module doc)."""
-    check_namespace(namespace)
     check_id(memory_id)
     cfg = config if config is not None else mem.config.evolution
     memory = mem.store.get(namespace, memory_id)
@@ -199,7 +198,7 @@ def evolve(
 
 def evolve_many(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     memory_ids: Sequence[str],
     *,
     config: EvolutionConfig | None = None,
@@ -234,7 +233,7 @@ def describe(memory: AnyMemory) -> str:
 
 
 def _neighbours(
-    mem: MemoryContext, namespace: str, memory: AnyMemory, cfg: EvolutionConfig
+    mem: MemoryContext, namespace: Namespace, memory: AnyMemory, cfg: EvolutionConfig
 ) -> list[tuple[AnyMemory, float]]:
     """The nearest live same-kind memories not yet joined to ``memory``, best first."""
     if cfg.max_neighbours == 0:
@@ -304,7 +303,7 @@ def _refreshed(
     return new, f"refreshed by {by}: " + "; ".join(parts)
 
 
-def carried_edges(mem: MemoryContext, namespace: str, renamed: dict[str, str]) -> list[Edge]:
+def carried_edges(mem: MemoryContext, namespace: Namespace, renamed: dict[str, str]) -> list[Edge]:
     """The old versions' edges that describe their content, re-drawn on the new versions.
 
     ``renamed`` maps each old id to its new version's id (several old ids may map to one new

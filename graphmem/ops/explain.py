@@ -21,8 +21,8 @@ from graphmem.models import (
     Episode,
     EpisodeStatus,
     MemoryKind,
+    Namespace,
     check_id,
-    check_namespace,
 )
 from graphmem.ops.context import MemoryContext
 from graphmem.ops.episodes import _opt_float, _opt_int
@@ -84,15 +84,14 @@ class EpisodeReport(BaseModel):
         return "\n".join(lines)
 
 
-def explain_episode(mem: MemoryContext, namespace: str, episode_id: str) -> EpisodeReport:
+def explain_episode(mem: MemoryContext, namespace: Namespace, episode_id: str) -> EpisodeReport:
     """The story of one episode (:class:`EpisodeReport`); ``InvalidInput`` if the id is no
     Episode's, ``MemoryNotFound`` if there is none."""
     return episode_report(mem.store, namespace, episode_id)
 
 
-def episode_report(store: MemoryStore, namespace: str, episode_id: str) -> EpisodeReport:
+def episode_report(store: MemoryStore, namespace: Namespace, episode_id: str) -> EpisodeReport:
     """:func:`explain_episode` on a bare store (the pictures hold no memory object)."""
-    check_namespace(namespace)
     check_id(episode_id)
     episode = store.get(namespace, episode_id)
     if not isinstance(episode, Episode):
@@ -143,9 +142,8 @@ def episode_report(store: MemoryStore, namespace: str, episode_id: str) -> Episo
     )
 
 
-def latest_episode_id(mem: MemoryContext, namespace: str) -> str | None:
+def latest_episode_id(mem: MemoryContext, namespace: Namespace) -> str | None:
     """The most recently finished episode of ``namespace`` (else the newest open one)."""
-    check_namespace(namespace)
     episodes = [
         m for m in mem.store.iter_nodes(namespace, [MemoryKind.EPISODE]) if isinstance(m, Episode)
     ]

@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 from graphmem.models import (
     AnyMemory,
     EdgeKind,
+    Namespace,
     Note,
     Procedure,
     PropValue,
@@ -31,7 +32,6 @@ from graphmem.models import (
     Task,
     Tip,
     check_id,
-    check_namespace,
 )
 from graphmem.ops.episodes import q_history
 
@@ -155,9 +155,8 @@ class History(BaseModel):
         return self.render()
 
 
-def history(mem: MemoryContext, namespace: str, memory_id: str) -> History:
+def history(mem: MemoryContext, namespace: Namespace, memory_id: str) -> History:
     """The history of ``memory_id`` (MemoryNotFound if it does not exist)."""
-    check_namespace(namespace)
     check_id(memory_id)
     store = mem.store
     memory = store.get(namespace, memory_id)
@@ -238,13 +237,12 @@ class Chain(BaseModel):
         return len(self.ids)
 
 
-def version_chains(mem: MemoryContext, namespace: str, *, limit: int = 10) -> list[Chain]:
+def version_chains(mem: MemoryContext, namespace: Namespace, *, limit: int = 10) -> list[Chain]:
     """The longest EVOLVED_FROM chains of a namespace, longest first (at most ``limit``).
 
     Each starts at a newest version (nothing EVOLVED_FROM it) and follows the longest path
     back; a merge (a version EVOLVED_FROM several) counts its longest branch.
     """
-    check_namespace(namespace)
     older: dict[str, list[tuple[str, str | None]]] = {}
     for edge in mem.store.iter_edges(namespace):
         if edge.kind is EdgeKind.EVOLVED_FROM:

@@ -31,10 +31,10 @@ from graphmem.models import (
     Edge,
     EdgeKind,
     MemoryKind,
+    Namespace,
     Note,
     Procedure,
     check_id,
-    check_namespace,
     utcnow,
 )
 
@@ -86,7 +86,7 @@ def demotion_reason(memory: AnyMemory, below: float) -> str:
 
 def demote(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     memory_ids: Sequence[str] | None = None,
     *,
     config: ObsolescenceConfig | None = None,
@@ -112,7 +112,6 @@ def demote(
     (the reward is the game's), and demoting it would delete what is known about its subject.
     Notes without a subject, tips and tasks have no such guard.
     """
-    check_namespace(namespace)
     cfg = config if config is not None else mem.config.obsolescence
     below = cfg.threshold(mem.config)
     candidates: Iterable[AnyMemory]
@@ -187,7 +186,7 @@ _RIVALS = 50
 
 def _peers(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     memory: AnyMemory,
     vector: Sequence[float],
     key_of: Callable[[AnyMemory], str | None],
@@ -241,7 +240,7 @@ def _best(task: dict[str, float]) -> str:
     return min(task, key=lambda i: (-task[i] if task[i] == task[i] else math.inf, i))
 
 
-def restore(mem: MemoryContext, namespace: str, memory_id: str) -> AnyMemory:
+def restore(mem: MemoryContext, namespace: Namespace, memory_id: str) -> AnyMemory:
     """Undo a demotion: the memory is live again (``obsolete=False``, no reason), exactly as
     before it was demoted; its Q and uses are untouched.
 
@@ -252,9 +251,8 @@ def restore(mem: MemoryContext, namespace: str, memory_id: str) -> AnyMemory:
     return restore_in(mem.store, namespace, memory_id)
 
 
-def restore_in(store: MemoryStore, namespace: str, memory_id: str) -> AnyMemory:
+def restore_in(store: MemoryStore, namespace: Namespace, memory_id: str) -> AnyMemory:
     """:func:`restore` on a bare store (the CLI has no embedder to build a GraphMemory)."""
-    check_namespace(namespace)
     check_id(memory_id)
     memory = store.get(namespace, memory_id)
     if not memory.obsolete:
@@ -276,13 +274,12 @@ def restore_in(store: MemoryStore, namespace: str, memory_id: str) -> AnyMemory:
     return restored
 
 
-def supersede(mem: MemoryContext, namespace: str, new_id: str, old_id: str) -> Supersession:
+def supersede(mem: MemoryContext, namespace: Namespace, new_id: str, old_id: str) -> Supersession:
     """Record that ``new_id`` replaces ``old_id``: a SUPERSEDES edge, the old one obsolete.
 
     One atomic write. Raises MemoryNotFound for an unknown id and InvalidInput when the two are
     the same memory, of different kinds, or the replacement is itself obsolete.
     """
-    check_namespace(namespace)
     check_id(new_id)
     check_id(old_id)
     if new_id == old_id:
@@ -313,7 +310,7 @@ def supersede(mem: MemoryContext, namespace: str, new_id: str, old_id: str) -> S
 
 
 def validate_replacements(
-    mem: MemoryContext, namespace: str, memory_ids: Sequence[str]
+    mem: MemoryContext, namespace: Namespace, memory_ids: Sequence[str]
 ) -> list[Supersession]:
     """After a successful episode: each of ``memory_ids`` that was written as a correction of
     a still-live memory (``EVOLVED_FROM`` it) and now has the higher Q supersedes it."""

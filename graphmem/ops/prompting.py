@@ -20,6 +20,7 @@ from graphmem.models import (
     EdgeKind,
     Episode,
     Hit,
+    Namespace,
     Note,
     Procedure,
     Step,
@@ -38,7 +39,7 @@ MAX_OBSERVATION_CHARS = 200
 def format_hits(
     hits: Sequence[Hit],
     store: MemoryStore | None,
-    namespace: str,
+    namespace: Namespace,
     *,
     header: str | None = None,
     max_steps: int = 50,
@@ -54,7 +55,7 @@ def format_hits(
 
 
 def format_memory(
-    memory: AnyMemory, store: MemoryStore | None, namespace: str, *, max_steps: int = 50
+    memory: AnyMemory, store: MemoryStore | None, namespace: Namespace, *, max_steps: int = 50
 ) -> list[str]:
     """One memory as prompt lines (the first is its title line)."""
     if isinstance(memory, Procedure):
@@ -83,7 +84,7 @@ def format_memory(
 
 
 def procedure_steps(
-    store: MemoryStore, namespace: str, procedure_id: str, *, limit: int = 1000
+    store: MemoryStore, namespace: Namespace, procedure_id: str, *, limit: int = 1000
 ) -> list[Step]:
     """A procedure's steps in order, walking FIRST_STEP then NEXT (cycle-safe, ``limit`` long).
 
@@ -111,7 +112,7 @@ def procedure_steps(
 
 
 def _procedure(
-    proc: Procedure, store: MemoryStore | None, namespace: str, max_steps: int
+    proc: Procedure, store: MemoryStore | None, namespace: Namespace, max_steps: int
 ) -> list[str]:
     outcome = "succeeded" if proc.success else "failed"
     lines = [f"Procedure for: {_cut(proc.task_text)} ({outcome}, reward {proc.reward:g})"]

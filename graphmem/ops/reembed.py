@@ -18,7 +18,7 @@ from itertools import islice
 
 from graphmem.embedding import Embedder, EmbedderRecord, fingerprint
 from graphmem.errors import InvalidInput
-from graphmem.models import AnyMemory, check_namespace
+from graphmem.models import AnyMemory, Namespace
 from graphmem.stores.base import MemoryStore
 
 Progress = Callable[[int, int], None]
@@ -52,7 +52,7 @@ def reembed(
     other processes should be stopped meanwhile: one that checked the namespace earlier would
     go on writing vectors of the old embedder.
     """
-    check_namespace(namespace)
+    namespace = Namespace(namespace)  # a public entry (graphmem.reembed): input is checked here
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size must be a positive integer, got {batch_size!r}")
     store.check_dimension(embedder.dimension)

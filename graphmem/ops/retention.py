@@ -64,8 +64,8 @@ from graphmem.models import (
     AnyMemory,
     EdgeKind,
     MemoryKind,
+    Namespace,
     Procedure,
-    check_namespace,
     utcnow,
 )
 
@@ -113,7 +113,9 @@ def is_evicted(memory: AnyMemory) -> bool:
     return (memory.obsolete_reason or "").startswith(EVICTED)
 
 
-def live_units(store: MemoryStore, namespace: str, kinds: Sequence[MemoryKind]) -> list[AnyMemory]:
+def live_units(
+    store: MemoryStore, namespace: Namespace, kinds: Sequence[MemoryKind]
+) -> list[AnyMemory]:
     """The memories that count against a capacity: live, of ``kinds``, recallable (embedded)."""
     return [
         m
@@ -242,7 +244,7 @@ def _reason(retention: RetentionConfig, memory: AnyMemory, score: float) -> str:
     )
 
 
-def _parts(store: MemoryStore, namespace: str, memory: AnyMemory) -> list[str]:
+def _parts(store: MemoryStore, namespace: Namespace, memory: AnyMemory) -> list[str]:
     """What goes with a memory: the procedures it was DISTILLED_FROM (their steps go with them
     through the store's orphan rule on delete; archived, they stay under an obsolete owner)."""
     if not isinstance(memory, Procedure):
@@ -251,7 +253,9 @@ def _parts(store: MemoryStore, namespace: str, memory: AnyMemory) -> list[str]:
     return list(dict.fromkeys(e.dst for e in edges if e.dst != memory.id))
 
 
-def _archive(store: MemoryStore, namespace: str, ids: Sequence[str], reason: str) -> list[str]:
+def _archive(
+    store: MemoryStore, namespace: Namespace, ids: Sequence[str], reason: str
+) -> list[str]:
     done = []
     for memory in store.get_many(namespace, list(ids)):
         if memory.obsolete:  # archived by a concurrent enforcement, or demoted: leave it
@@ -264,7 +268,9 @@ def _archive(store: MemoryStore, namespace: str, ids: Sequence[str], reason: str
     return done
 
 
-def _delete(store: MemoryStore, namespace: str, memory_id: str, parts: Sequence[str]) -> list[str]:
+def _delete(
+    store: MemoryStore, namespace: Namespace, memory_id: str, parts: Sequence[str]
+) -> list[str]:
     tasks = [
         e.src
         for i in (memory_id, *parts)
@@ -282,7 +288,7 @@ def _delete(store: MemoryStore, namespace: str, memory_id: str, parts: Sequence[
 
 
 def plan_namespace(
-    store: MemoryStore, namespace: str, retention: RetentionConfig, config: MemoryConfig
+    store: MemoryStore, namespace: Namespace, retention: RetentionConfig, config: MemoryConfig
 ) -> tuple[list[AnyMemory], list[tuple[AnyMemory, float]]]:
     """The namespace's live memories, and those :func:`enforce_capacity` would evict now
     (with their scores), in order; changes nothing."""
@@ -296,7 +302,7 @@ def plan_namespace(
 
 
 def enforce_capacity(
-    mem: MemoryContext, namespace: str, config: RetentionConfig | None = None
+    mem: MemoryContext, namespace: Namespace, config: RetentionConfig | None = None
 ) -> RetentionResult:
     """Evict what ``namespace`` holds beyond its capacity (``config`` defaults to
     ``mem.config.retention``; with no capacity set, nothing happens).
@@ -305,7 +311,6 @@ def enforce_capacity(
     returns what it did. Each eviction is one store write per memory (a patch) or one delete;
     a crash between them leaves fewer evicted, never a memory lost.
     """
-    check_namespace(namespace)
     retention = config if config is not None else mem.config.retention
     if not retention.enabled:
         return RetentionResult(namespace=namespace, live_before=0, live_after=0)
@@ -351,14 +356,13 @@ def enforce_capacity(
 def check_capacity(
     store: MemoryStore,
     retention: RetentionConfig,
-    namespaces: Sequence[str] | None = None,
+    namespaces: Sequence[Namespace] | None = None,
 ) -> list[CapacityProblem]:
     """What breaks ``retention`` in ``namespaces`` (default: every namespace): a namespace
     holding more live memories than a cap allows, and a memory that retention archived whose
     parts are still live (an eviction a crash cut short). Empty when all is well."""
     problems: list[CapacityProblem] = []
-    for ns in namespaces if namespaces is not None else store.namespaces():
-        check_namespace(ns)
+    for ns in namespaces if namespaces is not None else map(Namespace, store.namespaces()):
         nodes = list(store.iter_nodes(ns, kinds=list(retention.kinds)))
         units = [m for m in nodes if not m.obsolete and m.embedding is not None]
         if retention.max_memories is not None and len(units) > retention.max_memories:

@@ -38,6 +38,7 @@ from graphmem.models import (
     Granularity,
     KeyMode,
     MemoryKind,
+    Namespace,
     Procedure,
     Step,
     Task,
@@ -46,7 +47,6 @@ from graphmem.models import (
     Trajectory,
     TrajectoryStep,
     check_id,
-    check_namespace,
     content_hash,
     utcnow,
 )
@@ -107,7 +107,7 @@ class UpdateResult(BaseModel):
 
 def update(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     trajectory: Trajectory | dict[str, Any],
     *,
     strategy: UpdateStrategy | str = UpdateStrategy.ADJUSTMENT,
@@ -119,7 +119,6 @@ def update(
     credits (every one it RETRIEVED, or, finished with ``credit="used"``, those it used) are
     what a reflection is about, what a success validates, and what demotion checks.
     """
-    check_namespace(namespace)
     strat = _strategy(strategy)
     traj = _trajectory(trajectory)
     retrieved = _retrieved(mem, namespace, episode_id)
@@ -158,7 +157,7 @@ def update(
 
 def _adjust(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     traj: Trajectory,
     retrieved: list[AnyMemory],
     episode_id: str | None,
@@ -230,7 +229,7 @@ def _adjust(
 
 def _task(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     traj: Trajectory,
     procedures: list[Procedure],
     budget: CallBudget,
@@ -279,7 +278,7 @@ def _task(
 
 
 def _reference(
-    mem: MemoryContext, namespace: str, task: Task
+    mem: MemoryContext, namespace: Namespace, task: Task
 ) -> tuple[Procedure | None, list[TrajectoryStep]]:
     """The best successful live procedure of a similar task, with its steps.
 
@@ -319,7 +318,7 @@ def _reference(
 
 def _tip(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     traj: Trajectory,
     reflection: Reflection,
     produced: Produced[Reflection],
@@ -351,7 +350,7 @@ _Planned = tuple[list[TrajectoryStep], bool, float, str]
 
 def _corrected_steps(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     proc: Procedure,
     traj: Trajectory,
     reflection: Reflection,
@@ -394,7 +393,9 @@ def _corrected_steps(
     return "the reflection located no step to cut the failed attempt at"
 
 
-def _ancestors(mem: MemoryContext, namespace: str, memory_id: str, limit: int = 50) -> set[str]:
+def _ancestors(
+    mem: MemoryContext, namespace: Namespace, memory_id: str, limit: int = 50
+) -> set[str]:
     """The earlier versions of a memory (EVOLVED_FROM, any depth up to ``limit``) and the
     trajectories they were distilled from (not its own: see :func:`_same_source`)."""
     found: set[str] = set()
@@ -412,7 +413,9 @@ def _ancestors(mem: MemoryContext, namespace: str, memory_id: str, limit: int = 
     return found
 
 
-def _same_source(mem: MemoryContext, namespace: str, proc: Procedure, other: Procedure) -> bool:
+def _same_source(
+    mem: MemoryContext, namespace: Namespace, proc: Procedure, other: Procedure
+) -> bool:
     """True when ``other`` is ``proc`` or the trajectory ``proc`` was distilled from."""
     if proc.id == other.id:
         return True
@@ -422,7 +425,7 @@ def _same_source(mem: MemoryContext, namespace: str, proc: Procedure, other: Pro
 
 def _correction(
     mem: MemoryContext,
-    namespace: str,
+    namespace: Namespace,
     proc: Procedure,
     steps: list[TrajectoryStep],
     success: bool,
@@ -486,7 +489,9 @@ def _correction(
     return Correction(procedure=corrected, steps=chain, corrects=proc.id, change=change)
 
 
-def _correction_edges(namespace: str, correction: Correction, episode_id: str | None) -> list[Edge]:
+def _correction_edges(
+    namespace: Namespace, correction: Correction, episode_id: str | None
+) -> list[Edge]:
     proc, steps = correction.procedure, correction.steps
     props: dict[str, Any] = {"at": utcnow().isoformat(), "change": correction.change}
     props["source"] = CORRECTION_SOURCE
@@ -530,7 +535,7 @@ def _trajectory(trajectory: Trajectory | dict[str, Any]) -> Trajectory:
     raise InvalidInput(f"a trajectory is a Trajectory or a dict, got {type(trajectory).__name__}")
 
 
-def _retrieved(mem: MemoryContext, namespace: str, episode_id: str | None) -> list[AnyMemory]:
+def _retrieved(mem: MemoryContext, namespace: Namespace, episode_id: str | None) -> list[AnyMemory]:
     """The memories the episode's reward credits (all it retrieved, or those it used when it
     finished crediting by use), in rank order (MemoryNotFound for no episode)."""
     if episode_id is None:

@@ -13,7 +13,7 @@ import math
 from graphmem.config import ConsolidationConfig, MemoryConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.memory import GraphMemory
-from graphmem.models import Edge, EdgeKind, MemoryKind
+from graphmem.models import Edge, EdgeKind, MemoryKind, Namespace
 from graphmem.ops.consolidation import consolidate, merged_id, pooled_utility
 from graphmem.stores.base import MemoryStore
 
@@ -50,7 +50,7 @@ class ConsolidationConformance:
         before = {m.id for m in store.iter_nodes(namespace)}
         edges_before = {e.key for e in store.iter_edges(namespace)}
 
-        result = consolidate(mem, namespace)
+        result = consolidate(mem, Namespace(namespace))
 
         new_id = merged_id(namespace, ids)
         assert [m.new_id for m in result.merges] == [new_id]
@@ -65,7 +65,7 @@ class ConsolidationConformance:
             assert kept.obsolete and (kept.q, kept.uses) == (old.q, old.uses)
             assert len(store.edges(namespace, old.id, kinds=[EdgeKind.RETRIEVED], direction="in"))
         assert store.superseded(namespace, ids) == set(ids)
-        assert consolidate(mem, namespace).merges == []
+        assert consolidate(mem, Namespace(namespace)).merges == []
         assert store.get(namespace, new_id).uses == 3
 
     def test_a_contradicted_note_is_no_longer_recalled(

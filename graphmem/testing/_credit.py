@@ -27,8 +27,58 @@ def _episode_with(store: MemoryStore, namespace: str, dim: int, ids: list[str]) 
 RETRIEVED = EdgeKind.RETRIEVED
 
 
+def credit_rule(q: float, reward: float, alpha: float) -> float:
+    """The credit rule every store writes in its own language: ``Q ← Q + α(R − Q)``."""
+    return q + alpha * (reward - q)
+
+
+CREDIT_RULE_CASES: tuple[tuple[float, float, float], ...] = (
+    (0.5, 1.0, 0.1),  # (Q, R, α): a success moves Q a tenth of the way up
+    (0.5, 0.0, 0.1),
+    (0.5, 0.5, 0.3),  # R = Q: no move
+    (0.2, 1.0, 1.0),  # α = 1: Q becomes R
+    (-1.0, 1.0, 0.5),
+    (0.9, -1.0, 0.25),
+    (0.1 + 0.2, 0.7, 0.3),  # floats that do not add up exactly: the same rounding
+    (1e-300, 1.0, 1e-300),
+    (-7.5, 10.0, 0.999),
+)
+"""Cases of :func:`credit_rule`: a store's rule must give exactly (to the last bit) its Q."""
+
+
 class CreditConformance:
     """Mixed into :class:`StoreConformance`; needs its fixtures."""
+
+    @pytest.mark.parametrize(("q", "reward", "alpha"), CREDIT_RULE_CASES)
+    def test_the_credit_rule(
+        self, store: MemoryStore, namespace: str, dim: int, q: float, reward: float, alpha: float
+    ) -> None:
+        """One spec, every store: each writes ``Q ← Q + α(R − Q)`` once (the embedded store
+        in Python, Neo4j in Cypher); both give :func:`credit_rule`'s Q, bit for bit, on the
+        utility update and on an episode's finish alike."""
+        a, b = (
+            note(namespace, i, "credited", vec(dim, 1)).model_copy(update={"q": q}) for i in "ab"
+        )
+        episode = Episode(id="ep", namespace=namespace, task_text="water the basil")
+        offered = Edge(namespace=namespace, kind=RETRIEVED, src="ep", dst="b", props={"rank": 0})
+        store.upsert([a, b, episode], [offered])
+        (updated,) = store.update_utility(namespace, ["a"], reward, alpha, success=True)
+        assert updated.q == credit_rule(q, reward, alpha)
+        assert (updated.q_updates, updated.uses, updated.successes) == (1, 1, 1)
+        credit = store.finish_episode(
+            namespace, "ep", reward, alpha, success=False, finished_at=utcnow()
+        )
+        assert credit.q_after == {"b": credit_rule(q, reward, alpha)}
+        assert store.get(namespace, "b").q == credit_rule(q, reward, alpha)
+
+    def test_the_credit_rule_never_writes_a_non_finite_q(
+        self, store: MemoryStore, namespace: str, dim: int
+    ) -> None:
+        memory = note(namespace, "a", "credited", vec(dim, 1)).model_copy(update={"q": -1e308})
+        store.upsert([memory])
+        with pytest.raises(InvalidInput, match="non-finite"):
+            store.update_utility(namespace, ["a"], 1e308, 1.0)
+        assert (store.get(namespace, "a").q, store.get(namespace, "a").uses) == (-1e308, 0)
 
     def test_finish_closes_the_episode_and_credits_what_it_retrieved(
         self, store: MemoryStore, namespace: str, dim: int

@@ -16,7 +16,7 @@ import difflib
 import re
 from collections.abc import Callable, Sequence
 
-from graphmem.models import AnyMemory, Edge, EdgeKind, Procedure
+from graphmem.models import AnyMemory, Edge, EdgeKind, Namespace, Procedure
 from graphmem.ops.explain import episode_report
 from graphmem.stores.base import MemoryStore
 from graphmem.viz.graph import CompareRow, Subgraph, VersionLink, shorten
@@ -348,7 +348,7 @@ def _episodes(
         found,
         key=lambda m: (not offers[m.id], -_finished(m), m.id),
     )[:MAX_EPISODES]
-    sub.episodes = [episode_report(store, sub.namespace, m.id) for m in recent]
+    sub.episodes = [episode_report(store, Namespace(sub.namespace), m.id) for m in recent]
     if sub.columns:
         _name_other_procedures(sub, store, {p.id for p in procs}, edges_of)
 

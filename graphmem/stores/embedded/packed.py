@@ -26,6 +26,7 @@ from graphmem.models import (
     Edge,
     GraphmemModel,
     MemoryKind,
+    Namespace,
     construct,
 )
 
@@ -35,12 +36,13 @@ Packed = tuple[Any, ...]
 _FIELD_SETS: list[frozenset[str]] = []
 _FIELD_SET_NUMBERS: dict[frozenset[str], int] = {}
 _ZONES: dict[timedelta | None, tzinfo] = {timedelta(0): UTC}
+_NAMESPACES: dict[str, Namespace] = {}
 
 
 class _Layout:
     """One model class's field names, and which of them hold enums, lists and dicts."""
 
-    __slots__ = ("cls", "dicts", "enums", "lists", "names")
+    __slots__ = ("cls", "dicts", "enums", "lists", "names", "namespaces")
 
     def __init__(self, cls: type[GraphmemModel]) -> None:
         self.cls = cls
@@ -49,6 +51,9 @@ class _Layout:
         self.enums: dict[str, tuple[type[Enum], dict[Any, Enum]]] = {}
         self.lists: list[str] = []
         self.dicts: list[str] = []
+        self.namespaces = [
+            n for n, info in cls.model_fields.items() if info.annotation is Namespace
+        ]
         for name, info in cls.model_fields.items():
             for candidate in (info.annotation, *get_args(info.annotation)):
                 if isinstance(candidate, type) and issubclass(candidate, Enum):
@@ -80,9 +85,19 @@ def _zone(offset: timedelta | None) -> tzinfo:
     return zone
 
 
+def _namespace(value: str) -> Namespace:
+    """The Namespace a packed one was (checked when it was packed): one object a namespace."""
+    namespace = _NAMESPACES.get(value)
+    if namespace is None:
+        namespace = _NAMESPACES[value] = str.__new__(Namespace, value)
+    return namespace
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, Enum):
         return value.value
+    if isinstance(value, Namespace):  # a str subclass, which the collector tracks
+        return str(value)
     if isinstance(value, list):
         return tuple(_plain(v) for v in value)
     if isinstance(value, dict):
@@ -135,6 +150,8 @@ def unpack_edge(packed: Packed) -> Edge:
 
 def _fields(layout: _Layout, packed: Packed) -> dict[str, Any]:
     data = dict(zip(layout.names, packed[2:], strict=True))
+    for name in layout.namespaces:
+        data[name] = _namespace(data[name])
     for name in layout.lists:
         if data[name] is not None:
             data[name] = list(data[name])

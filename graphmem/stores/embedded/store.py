@@ -482,7 +482,7 @@ class EmbeddedStore(MemoryStore):
             new_dim: int | None = None  # fixed by this call's first vector if none is yet
             batch: dict[tuple[str, str], tuple[AnyMemory, Vector | None]] = {}
             for node in nodes:
-                ns, memory_id = check_namespace(node.namespace), check_id(node.id)
+                ns, memory_id = node.namespace, node.id  # a model's: checked already
                 vector = None
                 if node.embedding is not None:
                     dim = state.dimension if state.dimension is not None else new_dim
@@ -504,9 +504,9 @@ class EmbeddedStore(MemoryStore):
                         raise MemoryNotFound(end, edge.namespace)
                 merged[edge.key] = self._merge_edge(merged.get(edge.key), edge)
             records = []
-            for (ns, memory_id), (node, vector) in batch.items():
+            for key, (node, vector) in batch.items():
                 record = node_record(node, vector)
-                existing = state.memory(ns, memory_id)
+                existing = state.memory(*key)
                 if keep_utility and existing is not None:
                     for name in UTILITY_FIELDS:
                         record[name] = getattr(existing, name)
