@@ -452,6 +452,40 @@ def test_a_large_exact_scan_ranks_as_numpy() -> None:
         assert [s for _, s in got] == pytest.approx(sims[want].tolist(), abs=1e-5)
 
 
+def test_a_filter_few_rows_pass_scores_them_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kind that few rows hold (a task cluster's Task nodes among many memories) is searched
+    by gathering its rows, in both blocks, without the full scan: the same results as numpy."""
+    vectors = clustered(_vectors.BLOCK_ROWS + 500)
+    task = {i for i in range(len(vectors)) if i % 9 == 0}
+    store = EmbeddedStore(None, ann_threshold=None)
+    store.upsert(
+        [
+            Task(id=f"m{i}", namespace=NS, text="t", key="t", embedding=[float(x) for x in v])
+            if i in task
+            else Note(id=f"m{i}", namespace=NS, content=f"n{i}", embedding=[float(x) for x in v])
+            for i, v in enumerate(vectors)
+        ]
+    )
+    scans: list[int] = []
+    scan = _vectors.VectorIndex._scan
+    monkeypatch.setattr(
+        _vectors.VectorIndex, "_scan", lambda self, u, n: scans.append(n) or scan(self, u, n)
+    )
+    rows = np.array(sorted(task))
+    for q in clustered(5, seed=12):
+        sims = vectors[rows] @ (q / np.linalg.norm(q))
+        want = rows[np.argsort(-sims)[:10]]
+        got = hits(store, q, 10, kinds=["Task"])
+        assert [i for i, _ in got] == [f"m{i}" for i in want]
+        assert [s for _, s in got] == pytest.approx(np.sort(sims)[::-1][:10].tolist(), abs=1e-5)
+        best = np.sort(sims)[::-1]
+        floor = float(best[3] + best[4]) / 2  # between the 4th and the 5th
+        assert len(store.recall(NS, [float(x) for x in q], 10, kinds=["Task"], min_sim=floor)) == 4
+    assert scans == []
+    hits(store, clustered(1, seed=13)[0], 10)  # an unfiltered search still scans
+    assert scans
+
+
 EXIT_SCRIPT = """
 import numpy as np
 from graphmem.models import Note

@@ -67,6 +67,12 @@ def row_floats(row: Vector) -> list[float]:
     return values
 
 
+FEW_PASS = 4
+"""A filtered search that at most 1/FEW_PASS of the rows pass (e.g. the Task nodes of a task
+cluster, or one kind among many) scores those rows alone, exactly, instead of scanning them all
+(or asking the approximate graph, which would have to skip the rest)."""
+
+
 class _Passing(NamedTuple):
     """The rows a search's filters pass: as a mask over [0, n), and as their indices."""
 
@@ -239,6 +245,8 @@ class VectorIndex:
         if n == 0 or k <= 0:
             return []
         passing = self._passing(n, kinds, include_obsolete)
+        if passing.rows.size * FEW_PASS <= n:
+            return self._search_few(unit, k, passing.rows, min_sim)
         # Never waits: while the builder holds the lock, or lags, the exact scan answers.
         if self._ann is not None and self._ann_lock.acquire(blocking=False):
             try:
@@ -259,6 +267,28 @@ class VectorIndex:
             else:
                 rows = rows[np.argpartition(-sims[rows], k - 1)[:k]]
         return self._ranked(rows.tolist(), sims[rows].tolist())
+
+    def _search_few(
+        self, unit: Vector, k: int, rows: npt.NDArray[np.int64], min_sim: float | None
+    ) -> list[tuple[str, float]]:
+        """The exact top-k among ``rows`` alone (few rows pass the filters): their vectors are
+        gathered and scored, the other rows never read."""
+        if rows.size == 0:
+            return []
+        matrix = self._gather(rows)
+        if rows.size <= SMALL_SCAN:
+            sims: npt.NDArray[np.float32] = matrix @ unit
+        else:
+            sims = np.einsum("ij,j->i", matrix, unit)
+        sims *= self._inv_norm[rows]
+        sims.clip(-1.0, 1.0, out=sims)
+        if min_sim is not None:
+            keep = sims >= np.float32(min_sim)
+            rows, sims = rows[keep], sims[keep]
+        if rows.size > k:
+            top = np.argpartition(-sims, k - 1)[:k]
+            rows, sims = rows[top], sims[top]
+        return self._ranked(rows.tolist(), sims.tolist())
 
     def _passing(self, n: int, kinds: Sequence[str] | None, include_obsolete: bool) -> _Passing:
         """The rows of [0, n) that the filters pass (kept until the next write; read-only)."""
