@@ -11,6 +11,7 @@ import pytest
 from conftest import drop_namespaces
 
 from graphmem import GraphMemory, HashingEmbedder
+from graphmem.models import Edge, EdgeKind
 from graphmem.ops.fusion import rrf
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
@@ -314,3 +315,75 @@ def test_a_damaged_or_stale_keyword_index_is_found_and_built_again(
     assert repair_store(path).removed_indexes == [saved] and not saved.exists()
     report = check_store(path)
     assert report.intact and not report.index_problems and report.text_files == []
+
+
+@pytest.mark.neo4j
+def test_neo4j_one_statement_answers_as_the_two_do(
+    neo4j_store: MemoryStore, namespace: str
+) -> None:
+    from graphmem.models import MemoryKind, Task
+    from graphmem.stores.neo4j import Neo4jStore
+
+    store = neo4j_store
+    assert isinstance(store, Neo4jStore)
+    dim = store.dimension or 384
+    crowd = namespace + "-crowd"
+    memories = [
+        note(namespace, f"n{i}", f"harbour ferry {i} timetable", vec(dim, 1, i / 3, 1))
+        for i in range(12)
+    ]
+    memories.append(
+        Task(id="t", namespace=namespace, text="ferry task", key="ferry", embedding=vec(dim, 1))
+    )
+    # Another namespace whose memories match the words better: the keyword channel's first
+    # candidates are all of it, so it reads on; the vector channel's are mostly of it too.
+    memories += [note(crowd, f"c{i}", "ferry ferry harbour", vec(dim, 1, 1)) for i in range(60)]
+    store.upsert(
+        memories, [Edge(namespace=namespace, kind=EdgeKind.SUPERSEDES, src="n1", dst="n2")]
+    )
+    try:
+        for query, k, text_k, kinds, floor in [
+            ("ferry timetable 3", 5, 5, [MemoryKind.NOTE], None),
+            ("harbour", 4, 7, None, None),
+            ("ferry", 20, 20, None, 0.5),
+            ("ferry", 3, 3, [], None),
+            ("nothing matches", 3, 3, None, None),
+        ]:
+            got_v, got_t = store.recall_hybrid(
+                namespace, vec(dim, 1, 2, 1), query, k, text_k, kinds=kinds, min_sim=floor
+            )
+            want_v = store.recall(namespace, vec(dim, 1, 2, 1), k, kinds=kinds, min_sim=floor)
+            want_t = store.recall_text(namespace, query, text_k, kinds=kinds)
+            assert [(r.memory.id, round(r.sim, 9), r.superseded) for r in got_v] == [
+                (r.memory.id, round(r.sim, 9), r.superseded) for r in want_v
+            ], query
+            assert [(r.memory.id, r.score, r.superseded) for r in got_t] == [
+                (r.memory.id, r.score, r.superseded) for r in want_t
+            ], query
+            assert {r.memory.namespace for r in [*got_v, *got_t]} <= {namespace}
+    finally:
+        drop_namespaces(store, namespace)
+
+
+def test_searches_between_writes_rank_as_a_fresh_index_does() -> None:
+    import random
+
+    rng = random.Random(7)
+    vocabulary = ["otter", "heron", "vole", "stoat", "badger", "marten", "hare", "finch", "wren"]
+    index, live = TextIndex(), {}
+    index.build("ns", [])
+    for step in range(300):
+        memory_id = f"n{rng.randrange(40)}"
+        if rng.random() < 0.25:
+            index.remove("ns", memory_id)
+            live.pop(memory_id, None)
+        else:
+            text = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(1, 6)))
+            memory = note("ns", memory_id, text, vec(4, 1))
+            index.put(memory)
+            live[memory_id] = memory
+        if step % 7 == 0:  # searched between writes: reused scoring must follow every write
+            fresh = TextIndex()
+            fresh.build("ns", live.values())
+            for query in (["otter"], ["vole", "wren"], vocabulary[:5]):
+                assert index.search("ns", query, 5) == fresh.search("ns", query, 5)

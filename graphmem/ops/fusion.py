@@ -75,14 +75,30 @@ def hybrid_candidates(
     vector: list[float],
     cfg: RetrievalConfig,
     by_vector: VectorCandidates,
+    *,
+    one_statement: bool = True,
 ) -> FusedPool:
     """The fused pool of at most k1 live memories (see the module doc). The similarity floor
     applies to the vector list; a keyword candidate is kept whatever its cosine (reported).
-    A store whose ``parallel_reads`` is true (Neo4j: each read is its own session) is asked
-    for the keyword list in a worker thread while it answers the vector recall."""
+    A store with ``recall_hybrid`` (Neo4j) answers both lists in one round trip (unless
+    ``one_statement`` is false, for timing the other way); else a store whose
+    ``parallel_reads`` is true (each read its own session) is asked for the keyword list in a
+    worker thread while it answers the vector recall."""
     text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
     kinds = list(cfg.kinds)
-    if getattr(store, "parallel_reads", False):
+    both = getattr(store, "recall_hybrid", None) if one_statement else None
+    if both is not None:
+        recalled, found = both(
+            namespace, vector, query, cfg.k1, text_k, kinds=kinds, min_sim=cfg.floor
+        )
+        live = [r for r in recalled if not r.superseded]
+        if len(live) < cfg.k1 and len(recalled) == cfg.k1:
+            # Superseded memories took places in the top k1: the vector path asks for more.
+            vector_list = by_vector(store, namespace, vector, cfg)
+        else:
+            live.sort(key=lambda r: (-r.sim, r.memory.id))
+            vector_list = [(r.memory, float(r.sim)) for r in live]
+    elif getattr(store, "parallel_reads", False):
         # A server store answers the two channels at once: two round trips in the time of one.
         pending = _pool().submit(store.recall_text, namespace, query, text_k, kinds=kinds)
         try:

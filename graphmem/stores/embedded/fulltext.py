@@ -142,6 +142,56 @@ def _kind_code(kind: str) -> int:
     return KIND_CODES.index(kind) if kind in KIND_CODES else -1
 
 
+class _Scoring:
+    """A table's arrays as numpy reads them, and each searched term's live rows with their
+    BM25 term-frequency part, tf·(k1 + 1) / (tf + k1·(1 − b + b·length / avgdl)): computed by
+    the first search that needs them and reused until the table changes (a write drops them),
+    so a search of an unchanged table only multiplies each term's by its idf and adds them up."""
+
+    MAX_TERMS = 4096  # terms kept; past this many the cache starts afresh
+
+    def __init__(self, table: _Table) -> None:
+        n = len(table.rows)
+        self.avgdl = max(table.total_length / n, 1e-9) if n else 1.0
+        self.alive = np.frombuffer(table.alive, dtype=np.int8).astype(bool)
+        self.lengths = np.frombuffer(table.lengths, dtype=np.intc).astype(np.float64)
+        self.kinds = np.frombuffer(table.kinds, dtype=np.int8).copy()
+        self.obsolete = np.frombuffer(table.obsolete, dtype=np.int8).copy()
+        self.terms: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] = {}
+        self.masks: dict[tuple[tuple[int, ...] | None, bool], npt.NDArray[np.bool_]] = {}
+
+    def allowed(self, kinds: Sequence[str] | None, include_obsolete: bool) -> npt.NDArray[np.bool_]:
+        """Which rows hold memories of these kinds (live ones only unless ``include_obsolete``)."""
+        codes = None if kinds is None else tuple(sorted({_kind_code(x) for x in kinds}))
+        mask = self.masks.get((codes, include_obsolete))
+        if mask is None:
+            mask = self.alive.copy()
+            if codes is not None:
+                mask &= np.isin(self.kinds, codes)
+            if not include_obsolete:
+                mask &= self.obsolete == 0
+            if len(self.masks) >= 16:
+                self.masks.clear()
+            self.masks[(codes, include_obsolete)] = mask
+        return mask
+
+    def term(
+        self, table: _Table, term: str
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        held = self.terms.get(term)
+        if held is None:
+            if len(self.terms) >= self.MAX_TERMS:
+                self.terms.clear()
+            rows_a, counts_a = table.postings[term]
+            rows = np.frombuffer(rows_a, dtype=np.intc).astype(np.int64)
+            tf = np.frombuffer(counts_a, dtype=np.intc).astype(np.float64)
+            live = self.alive[rows]
+            rows, tf = rows[live], tf[live]
+            norm = K1 * (1.0 - B + B * self.lengths[rows] / self.avgdl)
+            held = self.terms[term] = (rows, tf * (K1 + 1.0) / (tf + norm))
+        return held
+
+
 class _Table:
     """One namespace's inverted index. Memories get row numbers in the order they are put;
     a changed or removed memory's row goes dead (its postings are skipped, and dropped when
@@ -161,6 +211,8 @@ class _Table:
         self.total_length = 0
         self.dead = 0
         self.changed = True  # since it was last saved or loaded
+        # What searches reuse while the table does not change (see _scoring).
+        self._scoring: _Scoring | None = None
 
     def row_terms(self, row: int) -> tuple[str, ...]:
         held = self.terms[row]
@@ -191,6 +243,7 @@ class _Table:
             held[1].append(count)
         self.df.update(counts.keys())
         self.changed = True
+        self._scoring = None
 
     def delete(self, memory_id: str) -> None:
         row = self.rows.pop(memory_id, None)
@@ -199,6 +252,7 @@ class _Table:
         self.alive[row] = 0
         self.dead += 1
         self.changed = True
+        self._scoring = None
         self.total_length -= self.lengths[row]
         for term in self.row_terms(row):
             self.df[term] -= 1
@@ -229,6 +283,7 @@ class _Table:
         self.alive = array("b", [1] * len(live))
         self.rows = {self.ids[i]: i for i in range(len(live))}
         self.dead = 0
+        self._scoring = None
 
     def search(
         self, terms: Sequence[str], k: int, kinds: Sequence[str] | None, include_obsolete: bool
@@ -237,32 +292,21 @@ class _Table:
         if n == 0:
             return []
         cap = n * MAX_POSTINGS_SHARE if n > MIN_PRUNED_POSTINGS else math.inf
-        avgdl = max(self.total_length / n, 1e-9)
-        alive = np.frombuffer(self.alive, dtype=np.int8).astype(bool)
-        lengths = np.frombuffer(self.lengths, dtype=np.int32).astype(np.float64)
+        scoring = self._scoring
+        if scoring is None:
+            scoring = self._scoring = _Scoring(self)
         scores = np.zeros(len(self.ids), dtype=np.float64)
         touched = False
         for term in dict.fromkeys(terms):
             df = self.df.get(term, 0)
             if df == 0 or df > cap:
                 continue
-            rows_a, counts_a = self.postings[term]
-            rows = np.array(rows_a, dtype=np.int64)
-            tf = np.array(counts_a, dtype=np.float64)
-            live = alive[rows]
-            rows, tf = rows[live], tf[live]
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            norm = K1 * (1.0 - B + B * lengths[rows] / avgdl)
-            scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
+            rows, weights = scoring.term(self, term)
+            scores[rows] += math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * weights
             touched = True
         if not touched:
             return []
-        found = np.flatnonzero(scores > 0)
-        if kinds is not None:
-            codes = np.frombuffer(self.kinds, dtype=np.int8)[found]
-            found = found[np.isin(codes, [_kind_code(x) for x in kinds])]
-        if not include_obsolete:
-            found = found[np.frombuffer(self.obsolete, dtype=np.int8)[found] == 0]
+        found = np.flatnonzero((scores > 0) & scoring.allowed(kinds, include_obsolete))
         if len(found) > k:
             # Everything at least as good as the k-th best, so ties at the cut go by id.
             kth = np.partition(scores[found], len(found) - k)[len(found) - k]

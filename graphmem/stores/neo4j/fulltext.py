@@ -17,14 +17,16 @@ checks the index is there, online, and covers those fields.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from graphmem.errors import StoreError
-from graphmem.models import MemoryKind, check_namespace, construct
-from graphmem.stores.base import TextRecall, check_text_query
+from graphmem.errors import InvalidInput, StoreError
+from graphmem.models import MemoryKind, check_vector, construct
+from graphmem.stores.base import Recall, TextRecall, check_text_query
 from graphmem.stores.embedded.fulltext import TEXT_FIELDS, lucene_query, query_terms, rank_text
-from graphmem.stores.neo4j import cypher
+from graphmem.stores.neo4j import cypher, recall
+from graphmem.stores.neo4j import rows as mapping
 from graphmem.stores.neo4j.rows import read_memory
 from graphmem.stores.neo4j.tx import Tx, single
 
@@ -45,7 +47,6 @@ async def recall_text(
 ) -> list[TextRecall]:
     """Top-k memories of the namespace by Lucene's BM25 for the query's words, best first,
     ties by id (see the module doc)."""
-    check_namespace(namespace)
     check_text_query(query, k)
     kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
     terms = query_terms(query)
@@ -67,22 +68,7 @@ async def recall_text(
         if len(rows) < k and top["raw"] >= text_candidates(k):
             # The best candidates were mostly other namespaces' (or kinds'): read on, in order.
             rows = [r.data() for r in await tx.run(cypher.TEXT_RECALL, **params)]
-        out = []
-        for row in rows:
-            memory = read_memory(row["props"])
-            if memory is not None:
-                out.append(
-                    construct(
-                        TextRecall,
-                        {
-                            "memory": memory,
-                            "score": float(row["score"]),
-                            "superseded": bool(row["superseded"]),
-                        },
-                    )
-                )
-        out.sort(key=lambda r: (-r.score, r.memory.id))
-        return out
+        return _text_recalls(rows)
 
     try:
         return await store._read(work, "keyword recall")
@@ -99,6 +85,123 @@ async def recall_text(
     ids = [m.id for m, _ in ranked]
     gone = await ops.superseded(store, namespace, ids) if ids else set()
     return [TextRecall(memory=m, score=score, superseded=m.id in gone) for m, score in ranked]
+
+
+def _text_recalls(rows: list[Any]) -> list[TextRecall]:
+    """Keyword recall's rows as TextRecalls, best first, ties by id."""
+    out = []
+    for row in rows:
+        memory = read_memory(row["props"])
+        if memory is not None:
+            out.append(
+                construct(
+                    TextRecall,
+                    {
+                        "memory": memory,
+                        "score": float(row["score"]),
+                        "superseded": bool(row["superseded"]),
+                    },
+                )
+            )
+    out.sort(key=lambda r: (-r.score, r.memory.id))
+    return out
+
+
+HYBRID: dict[str, str] = {
+    cypher.RECALL_SEARCH: cypher.HYBRID_SEARCH,
+    cypher.RECALL_SEARCH_FIELDS: cypher.HYBRID_SEARCH_FIELDS,
+    cypher.RECALL_INDEX: cypher.HYBRID_INDEX,
+    cypher.RECALL_EXACT: cypher.HYBRID_EXACT,
+}
+"""Each first vector recall statement, and the one that runs it beside keyword recall."""
+
+
+async def recall_hybrid(
+    store: Neo4jBase,
+    namespace: str,
+    vector: Sequence[float],
+    query: str,
+    k: int,
+    text_k: int,
+    *,
+    kinds: Sequence[MemoryKind] | None,
+    min_sim: float | None,
+) -> tuple[list[Recall], list[TextRecall]]:
+    """Vector recall of k and keyword recall of text_k in one round trip: the first statement
+    of each (as :func:`~graphmem.stores.neo4j.ops.recall_memories` and :func:`recall_text`
+    run them), each in its own subquery of one scoped statement; a channel whose first
+    statement did not settle it reads on in the same transaction, as it would alone."""
+    from graphmem.stores.neo4j import ops
+
+    check_text_query(query, text_k)
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+    if min_sim is not None and not math.isfinite(min_sim):
+        raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
+    kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
+    dimension = await ops.get_dimension(store)
+    checked = check_vector(vector, dimension)
+    terms = query_terms(query)
+    if k == 0 or text_k == 0 or not terms or dimension is None or kind_values == []:
+        # One channel has nothing to do: the other alone, as it runs by itself.
+        found = await recall_text(
+            store, namespace, query, text_k, kinds=kinds, include_obsolete=False
+        )
+        recalled = await ops.recall_memories(
+            store, namespace, vector, k, kinds=kinds, include_obsolete=False, min_sim=min_sim
+        )
+        return recalled, found
+    mode = await ops.index_mode(store, dimension)
+    params: dict[str, Any] = {
+        "namespace": namespace,
+        "kinds": kind_values,
+        "include_obsolete": False,
+        "vector": mapping.FloatList(checked),
+        "search_width": store.search_width,
+        "memories": store._memories_seen,
+    }
+    text_params = {
+        "text_index": cypher.FULLTEXT_INDEX,
+        "query": lucene_query(terms),
+        "text_candidates": text_candidates(text_k),
+        "text_k": text_k,
+    }
+    statement, args = recall.first_statement(params, k, dimension, mode)
+
+    async def work(tx: Tx) -> tuple[list[Recall], list[TextRecall]]:
+        record = single(await tx.run(HYBRID[statement], **(params | args | text_params)))
+        assert record is not None
+        rows = await recall.candidates(tx, params, k, dimension, mode=mode, first=record["vector"])
+        store._memories_seen = recall.memories_counted(rows, store._memories_seen)
+        recalled = recall.rank(rows, checked, k, min_sim)
+        text_rows: list[Any] = record["text_rows"]
+        if len(text_rows) < text_k and record["text_raw"] >= text_candidates(text_k):
+            text_rows = [
+                r.data()
+                for r in await tx.run(
+                    cypher.TEXT_RECALL,
+                    index=cypher.FULLTEXT_INDEX,
+                    query=text_params["query"],
+                    namespace=namespace,
+                    kinds=kind_values,
+                    include_obsolete=False,
+                    k=text_k,
+                )
+            ]
+        return recalled, _text_recalls(text_rows)
+
+    try:
+        return await store._read(work, "hybrid recall")
+    except StoreError:
+        # A missing full-text index, or a vector index replaced meanwhile: each channel by
+        # itself, with its own way around it.
+        found = await recall_text(
+            store, namespace, query, text_k, kinds=kinds, include_obsolete=False
+        )
+        recalled = await ops.recall_memories(
+            store, namespace, vector, k, kinds=kinds, include_obsolete=False, min_sim=min_sim
+        )
+        return recalled, found
 
 
 def text_candidates(k: int) -> int:

@@ -103,15 +103,21 @@ async def candidates(
     dimension: int,
     *,
     mode: IndexMode,
+    first: Any = None,
 ) -> list[dict[str, Any]]:
     """Rows ``{props, superseded}`` of at least k candidates when the namespace has them (see
     module doc); ``superseded`` says whether another memory SUPERSEDES the candidate.
 
-    ``params`` holds namespace, kinds, include_obsolete and the query vector.
+    ``params`` holds namespace, kinds, include_obsolete and the query vector. ``first``: what
+    :func:`first_statement`'s statement returned, run already (hybrid recall runs it beside
+    keyword recall), as the ``vector`` of the statement that carried it.
     """
     if mode in ("search", "search-fields"):
-        query, args = _search(params, k, mode)
-        found = [_row(r) | {"memories": r["memories"]} for r in await tx.run(query, **args)]
+        if first is None:
+            query, args = _search(params, k, mode)
+            found = [_row(r) | {"memories": r["memories"]} for r in await tx.run(query, **args)]
+        else:
+            found = list(first)
         if len(found) >= k:
             return found
         # Fewer than k: the namespace holds fewer, or the approximate search missed some (or
@@ -120,7 +126,7 @@ async def candidates(
         count = index_candidates(k)
         sized = False
         while True:
-            record = single(
+            record = first or single(
                 await tx.run(
                     cypher.RECALL_INDEX,
                     index=cypher.VECTOR_INDEX,
@@ -129,6 +135,7 @@ async def candidates(
                     **params,
                 )
             )
+            first = None
             assert record is not None
             if record["found"] >= k:
                 rows: list[dict[str, Any]] = record["rows"]
@@ -153,10 +160,25 @@ async def candidates(
             else:
                 count *= 4
             count = min(count, MAX_INDEX_CANDIDATES)
+    elif first is not None:
+        return list(first)
     result = await tx.run(
         cypher.RECALL_EXACT, dimension=dimension, **ship_args(k, dimension), **params
     )
     return [_row(r) for r in result]
+
+
+def first_statement(
+    params: dict[str, Any], k: int, dimension: int, mode: IndexMode
+) -> tuple[str, dict[str, Any]]:
+    """The statement :func:`candidates` runs first in ``mode``, and its parameters (beside
+    ``params``): hybrid recall runs it in one statement with keyword recall's."""
+    if mode in ("search", "search-fields"):
+        return _search(params, k, mode)
+    if mode == "procedure":
+        args = {"index": cypher.VECTOR_INDEX, "candidates": index_candidates(k)}
+        return cypher.RECALL_INDEX, args | ship_args(k, len(params["vector"]))
+    return cypher.RECALL_EXACT, {"dimension": dimension, **ship_args(k, dimension)}
 
 
 def _search(params: dict[str, Any], k: int, mode: IndexMode) -> tuple[str, dict[str, Any]]:

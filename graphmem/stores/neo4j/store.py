@@ -320,6 +320,26 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
             )
         )
 
+    def recall_hybrid(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        query: str,
+        k: int,
+        text_k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        min_sim: float | None = None,
+    ) -> tuple[list[Recall], list[TextRecall]]:
+        """:meth:`recall` of k and :meth:`recall_text` of text_k (live memories only) in one
+        round trip: hybrid recall's phase A (:mod:`graphmem.ops.fusion`); see
+        :func:`graphmem.stores.neo4j.fulltext.recall_hybrid`."""
+        return drive(
+            fulltext.recall_hybrid(
+                self, namespace, vector, query, k, text_k, kinds=kinds, min_sim=min_sim
+            )
+        )
+
     def text_index_problems(self) -> list[str]:
         """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
         return drive(fulltext.text_index_problems(self))
