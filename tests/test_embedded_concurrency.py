@@ -14,6 +14,7 @@ import pytest
 from graphmem.errors import StoreLocked
 from graphmem.models import Note
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded.store import Durability
 from graphmem.testing import vec
 
 Q0, REWARD, ALPHA = 0.5, 1.0, 0.001
@@ -49,9 +50,12 @@ def in_processes(n: int, work: Callable[[int], None]) -> None:
     assert not failed, f"{len(failed)} of {n} worker processes failed (see captured stderr)"
 
 
-def test_concurrent_utility_updates_from_eight_processes_lose_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("durability", ["journal", "sqlite"])
+def test_concurrent_utility_updates_from_eight_processes_lose_nothing(
+    tmp_path: Path, durability: Durability
+) -> None:
     path = tmp_path / "store"
-    with EmbeddedStore.open(path) as store:
+    with EmbeddedStore.open(path, durability=durability) as store:
         store.upsert([Note(id="m", namespace="ns", content="shared", embedding=vec(8, 1))])
 
     def work(_: int) -> None:
@@ -67,8 +71,12 @@ def test_concurrent_utility_updates_from_eight_processes_lose_nothing(tmp_path: 
     assert (m.uses, m.q_updates, m.successes) == (1600, 1600, 1600)
 
 
-def test_concurrent_writers_of_different_memories_lose_none(tmp_path: Path) -> None:
+@pytest.mark.parametrize("durability", ["journal", "sqlite"])
+def test_concurrent_writers_of_different_memories_lose_none(
+    tmp_path: Path, durability: Durability
+) -> None:
     path = tmp_path / "store"
+    EmbeddedStore.open(path, durability=durability).close()
 
     def work(worker: int) -> None:
         with EmbeddedStore.open(path, compact_bytes=30_000) as mine:

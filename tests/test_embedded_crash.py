@@ -16,6 +16,7 @@ import pytest
 from graphmem.errors import StoreError
 from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded.store import Durability
 from graphmem.testing import vec
 
 
@@ -100,17 +101,21 @@ def kill_rounds(path: Path, rounds: int, seed: int) -> None:
         assert counts["edges"] >= len(acked) - (round_no + 1)
 
 
-def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path) -> None:
+@pytest.mark.parametrize("durability", ["journal", "sqlite"])
+def test_killed_writers_lose_no_acknowledged_write(tmp_path: Path, durability: Durability) -> None:
+    EmbeddedStore.open(tmp_path / "store", durability=durability).close()
     kill_rounds(tmp_path / "store", rounds=10, seed=20240601)
 
 
 @pytest.mark.reliability
 @pytest.mark.slow
+@pytest.mark.parametrize("durability", ["journal", "sqlite"])
 def test_many_killed_writers_lose_no_acknowledged_write(
-    tmp_path: Path, request: pytest.FixtureRequest
+    tmp_path: Path, request: pytest.FixtureRequest, durability: Durability
 ) -> None:
     if "reliability" not in str(request.config.getoption("markexpr") or ""):
         pytest.skip("a few minutes long: run with -m reliability")
+    EmbeddedStore.open(tmp_path / "store", durability=durability).close()
     kill_rounds(tmp_path / "store", rounds=60, seed=7)
 
 

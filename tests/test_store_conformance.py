@@ -4,17 +4,41 @@ tests of the export/import round trip on the embedded store."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
+from pathlib import Path
 
+import pytest
+from conftest import drop_namespaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphmem.models import Edge, EdgeKind, Note
+from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded.store import Durability
 from graphmem.testing import StoreConformance, assert_same_memory, vec
 
 
+@pytest.fixture(
+    params=["embedded", "embedded-sqlite", pytest.param("neo4j", marks=pytest.mark.neo4j)]
+)
+def store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[MemoryStore]:
+    """conftest.py's ``store``, with the embedded store in both of its durabilities."""
+    if request.param.startswith("embedded"):
+        durability: Durability = "sqlite" if request.param == "embedded-sqlite" else "journal"
+        with EmbeddedStore.open(tmp_path / "store", durability=durability) as embedded:
+            yield embedded
+        return
+    shared: MemoryStore = request.getfixturevalue("neo4j_store")
+    try:
+        yield shared
+    finally:
+        drop_namespaces(shared, namespace)
+
+
 class TestStoreConformance(StoreConformance):
-    """Runs on the parametrized ``store`` fixture of conftest.py (embedded, and Neo4j when set)."""
+    """Runs on the ``store`` fixture above: the embedded store on its journal and on SQLite, and
+    Neo4j when set."""
 
 
 text = st.text(

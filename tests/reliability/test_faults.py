@@ -22,6 +22,7 @@ import pytest
 from graphmem.errors import StoreError
 from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded.store import Durability
 
 from ._crash import DIM, NS, Model, check_structure, export_text, observe, writer
 from ._retrying import RetryingClient
@@ -97,10 +98,12 @@ def _diff(seen: Model, want: Model) -> str:
     return f"missing {missing}, extra {extra}, changed {changed}, edges differing {edges}"
 
 
+@pytest.mark.parametrize("durability", ["journal", "sqlite"])
 def test_an_embedded_writer_killed_at_random_points_loses_no_acknowledged_write(
-    tmp_path: Path,
+    tmp_path: Path, durability: Durability
 ) -> None:
     path = tmp_path / "store"
+    EmbeddedStore.open(path, durability=durability).close()
     rng = random.Random(20251123)
     model = Model()
     total_acked = in_flight_kept = in_flight_dropped = 0

@@ -20,6 +20,7 @@ from typing import Any
 
 from graphmem.stores.embedded import ann as _ann
 from graphmem.stores.embedded.journal import Journal, crc32_hex
+from graphmem.stores.embedded.sqlite_log import SqliteJournal
 from graphmem.stores.embedded.state import GraphState
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ def read_graphs(root: Path, generation: int) -> tuple[int, str, dict[str, _ann.A
     return offset, wal, graphs
 
 
-def save_graphs(journal: Journal, state: GraphState, *, fresh: bool) -> None:
+def save_graphs(journal: Journal | SqliteJournal, state: GraphState, *, fresh: bool) -> None:
     """Save every graph in step with ``state``, which is ``journal``'s generation replayed to
     ``journal.offset`` (the caller holds the store lock). ``fresh``: a compaction just made a
     new generation, so every other graph file is stale and removed."""

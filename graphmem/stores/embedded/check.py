@@ -30,6 +30,7 @@ from graphmem.stores.embedded.journal import (
     one_line,
 )
 from graphmem.stores.embedded.packed import unpack
+from graphmem.stores.embedded.sqlite_log import SqliteJournal, is_sqlite_store
 from graphmem.stores.embedded.state import GraphState, decode_change, decode_line
 
 
@@ -45,7 +46,7 @@ def corrupt_log_message(wal: Path, root: Path, offset: int, reason: str) -> str:
     )
 
 
-def load_snapshot_state(journal: Journal, generation: int) -> GraphState:
+def load_snapshot_state(journal: Journal | SqliteJournal, generation: int) -> GraphState:
     """The state a generation's snapshot holds (an empty one if it has none)."""
     state = GraphState()
     snapshot = journal.load_snapshot(generation)
@@ -101,6 +102,9 @@ def check_store(root: str | Path, *, lock_timeout: float = 30.0) -> CheckReport:
     """Check the store in ``root`` under a shared lock; changes nothing."""
     journal = _open(Path(root), lock_timeout)
     try:
+        damaged = _damaged(journal)
+        if damaged is not None:
+            return damaged
         with journal.lock.hold(exclusive=False):
             return _inspect(journal)
     finally:
@@ -111,13 +115,13 @@ def repair_store(root: str | Path, *, lock_timeout: float = 30.0) -> RepairResul
     """Cut the log back to its last intact record, saving the cut bytes beside it first."""
     journal = _open(Path(root), lock_timeout)
     try:
+        damaged = _damaged(journal)
+        if damaged is not None:
+            raise StoreError(_cannot_repair(damaged))
         with journal.lock.hold(exclusive=True):
             report = _inspect(journal)
             if not report.repairable:
-                raise StoreError(
-                    f"cannot repair {journal.root}: {report.problem}. A repair only cuts a "
-                    "damaged log; restore this store from a backup or a `graphmem export`"
-                )
+                raise StoreError(_cannot_repair(report))
             removed = []
             for path in report.index_problems:  # derived data: the next open rebuilds it
                 with contextlib.suppress(FileNotFoundError):
@@ -132,13 +136,34 @@ def repair_store(root: str | Path, *, lock_timeout: float = 30.0) -> RepairResul
         journal.close()
 
 
-def _open(root: Path, lock_timeout: float) -> Journal:
+def _cannot_repair(report: CheckReport) -> str:
+    return (
+        f"cannot repair {report.root}: {report.problem}. A repair only cuts a damaged log; "
+        "restore this store from a backup or a `graphmem export`"
+    )
+
+
+def _open(root: Path, lock_timeout: float) -> Journal | SqliteJournal:
+    if is_sqlite_store(root):
+        return SqliteJournal(root, lock_timeout)
     if not (root / "CURRENT").is_file():
         raise InvalidInput(f"{root} holds no embedded graphmem store (no CURRENT file)")
     return Journal(root, lock_timeout)
 
 
-def _inspect(journal: Journal) -> CheckReport:
+def _damaged(journal: Journal | SqliteJournal) -> CheckReport | None:
+    """A report of a SQLite database whose pages are damaged (``PRAGMA integrity_check``):
+    not repairable here, since the records cannot be read in order to cut them."""
+    if not isinstance(journal, SqliteJournal):
+        return None
+    problem = journal.integrity_problem()
+    if problem is None:
+        return None
+    notes = _permission_notes(journal.root)
+    return CheckReport(journal.root, problem=problem, repairable=False, notes=notes)
+
+
+def _inspect(journal: Journal | SqliteJournal) -> CheckReport:
     report = CheckReport(journal.root, notes=_permission_notes(journal.root))
     try:
         report.generation = journal.read_current()
@@ -220,7 +245,7 @@ def _check_text(state: GraphState, report: CheckReport) -> None:
 
 
 def _graphs(
-    journal: Journal, state: GraphState, log: bytes, report: CheckReport
+    journal: Journal | SqliteJournal, state: GraphState, log: bytes, report: CheckReport
 ) -> dict[int, Found]:
     """The store's approximate-index files that belong to this generation and log, by the
     log offset they reflect; the others go to ``report.index_problems``."""
@@ -264,7 +289,7 @@ def _check_graphs(state: GraphState, found: Found, report: CheckReport) -> None:
             report.indexes.append(f"{namespace!r}: {len(graph)} vectors ({path.name})")
 
 
-def _cut(journal: Journal, report: CheckReport) -> RepairResult:
+def _cut(journal: Journal | SqliteJournal, report: CheckReport) -> RepairResult:
     assert report.wal is not None
     cut = journal.unread()[report.intact_bytes :]
     stamp = time.strftime("%Y%m%dT%H%M%S")

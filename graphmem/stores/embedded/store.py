@@ -49,7 +49,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -107,6 +107,7 @@ from graphmem.stores.embedded.fulltext_files import PendingText
 from graphmem.stores.embedded.fulltext_files import read_indexes as read_text_indexes
 from graphmem.stores.embedded.fulltext_files import save_indexes as save_text_indexes
 from graphmem.stores.embedded.journal import Journal, LogDamage, crc32_hex, iter_log, one_line
+from graphmem.stores.embedded.sqlite_log import SqliteJournal, is_sqlite_store
 from graphmem.stores.embedded.state import (
     GraphState,
     UtilityChange,
@@ -120,6 +121,10 @@ from graphmem.stores.embedded.vectors import DEFAULT_ANN_THRESHOLD, Vector, as_f
 log = logging.getLogger(__name__)
 
 DEFAULT_COMPACT_BYTES = 64 * 1024 * 1024
+Durability = Literal["journal", "sqlite"]
+DEFAULT_DURABILITY: Durability = "journal"
+"""How a new store keeps its records: the hand-made journal (files) or one SQLite database; an
+existing store is opened in the format it has (docs/design.md §3.1)."""
 _ITER_CHUNK = 256
 
 
@@ -134,6 +139,7 @@ class EmbeddedStore(MemoryStore):
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
         ann_threshold: int | None = DEFAULT_ANN_THRESHOLD,
+        durability: Durability | None = None,
     ) -> None:
         if ann_threshold is not None and (
             isinstance(ann_threshold, bool)
@@ -156,9 +162,9 @@ class EmbeddedStore(MemoryStore):
         self._compaction = CompactionBackoff(path if path is not None else ".")
         self._closed = False
         self.path = None if path is None else Path(path)
-        self._journal: Journal | None = None
+        self._journal: Journal | SqliteJournal | None = None
         if self.path is not None:
-            journal = Journal(self.path, lock_timeout)
+            journal = _open_journal(self.path, lock_timeout, durability)
             try:
                 with journal.lock.hold(exclusive=True):
                     journal.initialise()
@@ -184,13 +190,17 @@ class EmbeddedStore(MemoryStore):
         lock_timeout: float = 30.0,
         compact_bytes: int = DEFAULT_COMPACT_BYTES,
         ann_threshold: int | None = DEFAULT_ANN_THRESHOLD,
+        durability: Durability | None = None,
     ) -> EmbeddedStore:
-        """Open (creating if needed) the store in directory ``path``."""
+        """Open (creating if needed) the store in directory ``path``; ``durability`` chooses
+        the format of a new store (default :data:`DEFAULT_DURABILITY`), an existing one keeps
+        its own."""
         return cls(
             path,
             lock_timeout=lock_timeout,
             compact_bytes=compact_bytes,
             ann_threshold=ann_threshold,
+            durability=durability,
         )
 
     def __repr__(self) -> str:
@@ -288,7 +298,7 @@ class EmbeddedStore(MemoryStore):
             )
             journal.truncate(journal.offset)
 
-    def _load_generation(self, journal: Journal, generation: int) -> None:
+    def _load_generation(self, journal: Journal | SqliteJournal, generation: int) -> None:
         journal.open_wal(generation)
         self._state.retire()
         self._ann_waiting = None
@@ -847,6 +857,24 @@ class EmbeddedStore(MemoryStore):
         with self._read():
             listed = self._state.namespaces()
             return [ns for ns in listed if ns.startswith(heads)] if heads else listed
+
+
+def _open_journal(
+    path: Path, lock_timeout: float, durability: Durability | None
+) -> Journal | SqliteJournal:
+    """The directory's journal, in the format it holds, or in ``durability`` if it is new."""
+    if durability not in (None, "journal", "sqlite"):
+        raise InvalidInput(f"durability must be 'journal' or 'sqlite', got {durability!r}")
+    held: Durability | None = None
+    if is_sqlite_store(path):
+        held = "sqlite"
+    elif (path / "CURRENT").exists():
+        held = "journal"
+    if held is not None and durability is not None and held != durability:
+        raise InvalidInput(f"{path} holds a {held} store, not a {durability} one")
+    if (held or durability or DEFAULT_DURABILITY) == "sqlite":
+        return SqliteJournal(path, lock_timeout)
+    return Journal(path, lock_timeout)
 
 
 def _finish_props(
