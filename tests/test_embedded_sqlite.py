@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from graphmem.cli import main
 from graphmem.errors import InvalidInput, StoreError, StoreLocked
 from graphmem.models import Note
 from graphmem.stores.embedded import EmbeddedStore
@@ -98,7 +99,9 @@ def test_a_flipped_byte_in_the_snapshot_is_refused_and_not_repaired(tmp_path: Pa
         repair_store(path)
 
 
-def test_a_damaged_database_page_is_a_one_line_error_and_check_names_it(tmp_path: Path) -> None:
+def test_a_damaged_database_page_is_a_one_line_error_and_check_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "store"
     sqlite_store(path, 300)  # a log of many pages; a clean close checkpoints them into the file
     db = path / DB_NAME
@@ -114,6 +117,11 @@ def test_a_damaged_database_page_is_a_one_line_error_and_check_names_it(tmp_path
     report = check_store(path)
     assert not report.intact and not report.repairable
     assert report.problem is not None and str(db) in report.problem
+    assert main(["store", "check", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}: damaged: the database {db} is damaged" in out and "not repairable" in out
+    assert main(["store", "repair", str(path)]) == 2
+    assert "cannot repair" in capsys.readouterr().err
 
 
 def test_a_writer_holding_the_database_makes_a_write_raise_store_locked(tmp_path: Path) -> None:

@@ -115,7 +115,10 @@ def _check_files(args: argparse.Namespace) -> int:
             "saves the rest beside the log"
         )
     else:
-        print("  the snapshot is damaged: restore the store from a backup or an export")
+        print(
+            "  not repairable (a damaged snapshot or database page): restore the store from a "
+            "backup or an export"
+        )
     return 1
 
 
