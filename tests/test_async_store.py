@@ -301,7 +301,7 @@ def test_async_errors_are_the_sync_errors(sync: Neo4jStore, namespace: str) -> N
         calls: list[Coroutine[Any, Any, Any]] = [
             store.get(namespace, "missing"),
             store.recall(namespace, [1.0, 0.0], 3),
-            store.get_many("bad namespace!", ["x"]),
+            store.get_many(namespace, ["bad id!"]),
             store.upsert(
                 [_note(namespace, "n2", [1])],
                 [Edge(namespace=namespace, kind=EdgeKind.LINKS_TO, src="n2", dst="ghost")],
@@ -319,7 +319,7 @@ def test_async_errors_are_the_sync_errors(sync: Neo4jStore, namespace: str) -> N
     assert on_loop(sync, body) == [
         MemoryNotFound,
         DimensionMismatch,
-        type(_error(lambda: sync.get_many("bad namespace!", ["x"]))),
+        type(_error(lambda: sync.get_many(namespace, ["bad id!"]))),
         MemoryNotFound,
         DimensionMismatch,
     ]

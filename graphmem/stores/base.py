@@ -149,7 +149,6 @@ class MemoryStore(ABC):
         Raises :class:`~graphmem.errors.EmbedderMismatch`, having changed nothing, when
         another embedder is recorded or a re-embed is unfinished.
         """
-        check_namespace(namespace)
         recorded = self.embedder_record(namespace)
         if recorded is None:
             recorded = self.record_embedder(namespace, current)
@@ -235,7 +234,6 @@ class MemoryStore(ABC):
         with one :meth:`upsert`; the built-in stores do both in one atomic unit, so a mark never
         lands on an episode a concurrent finish has closed.
         """
-        check_namespace(namespace)
         check_id(episode_id)
         ids = check_used(memory_ids)
         episode = self.get(namespace, episode_id)
@@ -305,7 +303,6 @@ class MemoryStore(ABC):
         """
         from graphmem.stores.embedded.fulltext import rank_text
 
-        check_namespace(namespace)
         check_text_query(query, k)
         wanted = None if kinds is None else [MemoryKind(x).value for x in kinds]
         found = rank_text(
@@ -351,7 +348,6 @@ class MemoryStore(ABC):
 
     def get(self, namespace: str, memory_id: str) -> AnyMemory:
         """One memory, or MemoryNotFound."""
-        check_namespace(namespace)
         check_id(memory_id)
         found = self.get_many(namespace, [memory_id])
         if not found:
@@ -385,8 +381,6 @@ class MemoryStore(ABC):
 
     def counts(self, namespace: str | None = None) -> dict[str, int]:
         """Number of memories per kind, and of edges, for ``graphmem stats``."""
-        if namespace is not None:
-            check_namespace(namespace)
         out: dict[str, int] = {kind.value: 0 for kind in MemoryKind}
         for memory in self.iter_nodes(namespace):
             out[memory.kind] += 1
@@ -395,8 +389,6 @@ class MemoryStore(ABC):
 
     def export_jsonl(self, out: IO[str], namespace: str | None = None) -> int:
         """Write the graph (or one namespace) as JSON Lines; returns the number of lines."""
-        if namespace is not None:
-            check_namespace(namespace)
         header: dict[str, Any] = {
             "type": "header",
             "format": EXPORT_FORMAT,
@@ -436,8 +428,6 @@ class MemoryStore(ABC):
         namespace with no record adopts the file's. A file without records (an export made
         before embedders were recorded) is imported unchecked.
         """
-        if namespace is not None:
-            check_namespace(namespace)
         plan = _parse_import(lines, namespace, self.dimension)
         self._check_import_edges(plan)
         for ns, file_record in plan.embedders.items():
@@ -646,15 +636,6 @@ def check_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:
         if not isinstance(prefix, str):
             raise InvalidInput(f"a namespace prefix is a string, got {type(prefix).__name__}")
     return tuple(prefixes)
-
-
-def check_alpha_reward(alpha: float, reward: float) -> None:
-    import math
-
-    if not (math.isfinite(alpha) and 0.0 < alpha <= 1.0):
-        raise InvalidInput(f"alpha must be in (0, 1], got {alpha!r}")
-    if not math.isfinite(reward):
-        raise InvalidInput(f"reward must be a finite number, got {reward!r}")
 
 
 def credited_order(edges: Sequence[Edge]) -> list[str]:

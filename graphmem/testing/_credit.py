@@ -139,8 +139,6 @@ class CreditConformance:
             store.finish_episode(namespace, "ghost", 1.0, 0.1, success=True, finished_at=now)
         with pytest.raises(InvalidInput, match="not an Episode"):
             store.finish_episode(namespace, "a", 1.0, 0.1, success=True, finished_at=now)
-        with pytest.raises(InvalidInput):
-            store.finish_episode(namespace, episode_id, 1.0, 0.0, success=True, finished_at=now)
         with pytest.raises(MemoryNotFound):
             store.finish_episode(
                 f"{namespace}-x", episode_id, 1.0, 0.1, success=True, finished_at=now

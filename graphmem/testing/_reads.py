@@ -15,12 +15,14 @@ from graphmem.errors import (
     InvalidInput,
     InvalidNamespace,
     InvalidVector,
+    MemoryNotFound,
 )
 from graphmem.models import (
     AnyMemory,
     Edge,
     EdgeKind,
     MemoryKind,
+    Namespace,
     Note,
     Task,
     content_hash,
@@ -212,19 +214,25 @@ class ReadConformance:
         assert store.dimension == dim
 
     @pytest.mark.parametrize("bad", ["", "has space", "-leading", "x" * 200, "semi;colon"])
-    def test_invalid_namespaces_are_rejected(self, store: MemoryStore, dim: int, bad: str) -> None:
+    def test_invalid_namespaces_are_refused_where_a_namespace_is_made(
+        self, store: MemoryStore, namespace: str, dim: int, bad: str
+    ) -> None:
+        """A store takes a checked :class:`Namespace` on trust: a bad one is refused where a
+        Namespace or a model is made, and an unchecked one handed to a store anyway finds
+        nothing and changes nothing."""
         with pytest.raises(InvalidNamespace):
-            store.get_many(bad, ["a"])
-        with pytest.raises(InvalidNamespace):
-            store.recall(bad, vec(dim, 1), 3)
-        with pytest.raises(InvalidNamespace):
-            store.delete(bad, ["a"])
-        with pytest.raises(InvalidNamespace):
-            store.update_utility(bad, ["a"], 1.0, 0.1)
-        with pytest.raises(InvalidNamespace):
-            list(store.iter_nodes(bad))
+            Namespace(bad)
         with pytest.raises(InvalidNamespace):
             Note(namespace=bad, content="x")
+        store.upsert([note(namespace, "a", "a", vec(dim, 1))])
+        before = [m.model_dump() for m in store.iter_nodes(namespace)]
+        assert store.get_many(bad, ["a"]) == []
+        assert store.recall(bad, vec(dim, 1), 3) == []
+        assert store.delete(bad, ["a"]) == []
+        with pytest.raises(MemoryNotFound):
+            store.update_utility(bad, ["a"], 1.0, 0.1)
+        assert list(store.iter_nodes(bad)) == []
+        assert [m.model_dump() for m in store.iter_nodes(namespace)] == before
 
     @pytest.mark.parametrize("bad", ["", "has space", "a/b", "x" * 200, "') DETACH DELETE n //"])
     def test_invalid_ids_are_rejected(

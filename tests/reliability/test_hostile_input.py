@@ -222,8 +222,17 @@ def test_odd_namespaces_and_ids_work_exactly_or_are_refused(
     def check(name: str) -> None:
         ns = f"{namespace}-{name}"
         if not NAMESPACE_RE.match(ns):
-            for call in (
+            # Refused where a namespace enters (a model, the facade) ...
+            for refused in (
                 lambda: Note(namespace=ns, content="c"),
+                lambda: memory.add_note(ns, "text"),
+                lambda: memory.retrieve(ns, "text", kinds=("Note",)),
+                lambda: memory.finish_episode(ns, "e1", 1.0),
+            ):
+                refused_cleanly(store, namespace, refused)
+            # ... and harmless below it: a store trusts its namespace, so one handed to it
+            # unchecked finds nothing, writes nothing, or is refused cleanly.
+            for trusting in (
                 lambda: store.get(ns, "n1"),
                 lambda: store.recall(ns, [1.0] * DIM, 1),
                 lambda: store.patch(ns, "n1", {"content": "x"}),
@@ -232,10 +241,10 @@ def test_odd_namespaces_and_ids_work_exactly_or_are_refused(
                 lambda: list(store.iter_nodes(ns)),
                 lambda: store.export_jsonl(io.StringIO(), ns),
                 lambda: store.import_jsonl([], namespace=ns),
-                lambda: memory.add_note(ns, "text"),
-                lambda: memory.retrieve(ns, "text", kinds=("Note",)),
             ):
-                refused_cleanly(store, namespace, call)
+                before = snapshot(store, namespace)
+                stored_or_refused(store, namespace, trusting)
+                assert snapshot(store, namespace) == before
             return
         store.upsert([Note(id="n1", namespace=ns, content="c", embedding=[1.0] * DIM)])
         assert store.get(ns, "n1").namespace == ns

@@ -20,7 +20,7 @@ import numpy as np
 
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import GraphmemError, StoreError
-from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, memory_from_dict
+from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, Namespace, memory_from_dict
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 from graphmem.stores.embedded.ann import AnnGraph
 from graphmem.stores.embedded.fulltext import TextIndex
@@ -108,11 +108,23 @@ def encode_change(
 
 
 def decode_change(record: dict[str, Any], matrix: Vector | None = None) -> Change:
-    """Parse a change record (a WAL line or a snapshot); ``vec`` may index ``matrix``."""
+    """Parse a change record (a WAL line or a snapshot); ``vec`` may index ``matrix``.
+
+    A log is input too: what it holds is checked as the models check it, each namespace once
+    a record (its memories and edges share one :class:`Namespace`)."""
+    spaces: dict[str, Namespace] = {}
+
+    def checked(data: dict[str, Any]) -> dict[str, Any]:
+        raw = data.get("namespace")
+        if isinstance(raw, str):  # anything else: the model refuses it
+            namespace = spaces.get(raw)
+            data["namespace"] = spaces[raw] = Namespace(raw) if namespace is None else namespace
+        return data
+
     change = Change(dimension=record.get("dim"))
     change.deletes = [(str(ns), str(i)) for ns, i in record.get("del", ())]
     for raw in record.get("put", ()):
-        data = dict(raw)
+        data = checked(dict(raw))
         vec = data.pop("vec", None)
         vector: Vector | None
         if vec is None:
@@ -124,7 +136,7 @@ def decode_change(record: dict[str, Any], matrix: Vector | None = None) -> Chang
         else:
             vector = np.frombuffer(base64.b64decode(vec), dtype="<f4").astype(np.float32)
         change.nodes.append((memory_from_dict(data), vector))
-    change.edges = [Edge(**e) for e in record.get("edges", ())]
+    change.edges = [Edge(**checked(dict(e))) for e in record.get("edges", ())]
     change.utility = [
         UtilityChange(ns, i, float(q), int(n), int(u), int(s), datetime.fromisoformat(t))
         for ns, i, q, n, u, s, t in record.get("util", ())

@@ -72,7 +72,6 @@ from graphmem.models import (
     MemoryKind,
     PropValue,
     check_id,
-    check_namespace,
     check_vector,
     check_vector_norm,
     construct,
@@ -85,7 +84,6 @@ from graphmem.stores.base import (
     MemoryStore,
     Recall,
     TextRecall,
-    check_alpha_reward,
     check_credit,
     check_patch,
     check_prefixes,
@@ -439,7 +437,6 @@ class EmbeddedStore(MemoryStore):
     # ---- embedder records (one per namespace, in the journal like every write) --------------
 
     def embedder_record(self, namespace: str) -> EmbedderRecord | None:
-        check_namespace(namespace)
         with self._read():
             data = self._state.embedders.get(namespace)
         return None if data is None else EmbedderRecord.from_json(data)
@@ -447,7 +444,6 @@ class EmbeddedStore(MemoryStore):
     def record_embedder(
         self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
     ) -> EmbedderRecord | None:
-        check_namespace(namespace)
         if record is None and not replace:
             raise InvalidInput("record_embedder(None) removes a record only with replace=True")
         with self._write():
@@ -460,7 +456,6 @@ class EmbeddedStore(MemoryStore):
         return None if found is None else EmbedderRecord.from_json(found)
 
     def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
-        check_namespace(namespace)
         if not vectors:
             return
         with self._write():
@@ -533,7 +528,6 @@ class EmbeddedStore(MemoryStore):
         return before.model_copy(update={"props": {**before.props, **edge.props}})
 
     def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
-        check_namespace(namespace)
         check_id(memory_id)
         if not isinstance(changes, dict):
             raise InvalidInput("a patch is a dict of field names to new values")
@@ -562,9 +556,7 @@ class EmbeddedStore(MemoryStore):
         *,
         success: bool | None = None,
     ) -> list[AnyMemory]:
-        check_namespace(namespace)
         ids = _check_ids(memory_ids)
-        check_alpha_reward(alpha, reward)
         if not ids:
             return []
         with self._write():
@@ -615,9 +607,7 @@ class EmbeddedStore(MemoryStore):
         used: Sequence[str] | None = None,
         credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
-        check_namespace(namespace)
         check_id(episode_id)
-        check_alpha_reward(alpha, reward)
         marks = check_used(used)
         policy = check_credit(credit)
         with self._write():
@@ -650,7 +640,6 @@ class EmbeddedStore(MemoryStore):
             )
 
     def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
-        check_namespace(namespace)
         check_id(episode_id)
         ids = check_used(memory_ids)
         with self._write():
@@ -689,7 +678,6 @@ class EmbeddedStore(MemoryStore):
         )
 
     def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
-        check_namespace(namespace)
         ids = _check_ids(memory_ids)
         with self._write():
             present = [i for i in ids if self._state.memory(namespace, i) is not None]
@@ -708,7 +696,6 @@ class EmbeddedStore(MemoryStore):
         return out
 
     def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
-        check_namespace(namespace)
         if isinstance(memory_ids, str):
             raise InvalidInput("get_many takes a sequence of ids, not one string")
         ids = [check_id(i) for i in memory_ids]
@@ -724,7 +711,6 @@ class EmbeddedStore(MemoryStore):
         kinds: Sequence[EdgeKind] | None = None,
         direction: Direction = "out",
     ) -> list[Edge]:
-        check_namespace(namespace)
         check_id(memory_id)
         if direction not in ("out", "in", "both"):
             raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
@@ -734,7 +720,6 @@ class EmbeddedStore(MemoryStore):
             return self._state.edges_of(namespace, memory_id, edge_kinds, direction)
 
     def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
-        check_namespace(namespace)
         ids = _check_ids(memory_ids)
         with self._read():
             return {i for i in ids if self._state.is_superseded(namespace, i)}
@@ -749,7 +734,6 @@ class EmbeddedStore(MemoryStore):
         include_obsolete: bool = False,
         min_sim: float | None = None,
     ) -> list[Recall]:
-        check_namespace(namespace)
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
             raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
         if min_sim is not None and not math.isfinite(min_sim):
@@ -789,7 +773,6 @@ class EmbeddedStore(MemoryStore):
     ) -> list[TextRecall]:
         """Top-k memories by keyword relevance (BM25 on an in-memory index), best first; see
         :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores.embedded.fulltext`."""
-        check_namespace(namespace)
         check_text_query(query, k)
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
         terms = query_terms(query)
@@ -810,7 +793,6 @@ class EmbeddedStore(MemoryStore):
             ]
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
-        check_namespace(namespace)
         memory_kind = _memory_kind(kind)
         if not isinstance(content_hash, str) or not content_hash:
             raise InvalidInput("a content hash is a non-empty string")
@@ -821,8 +803,6 @@ class EmbeddedStore(MemoryStore):
     def iter_nodes(
         self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
     ) -> Iterator[AnyMemory]:
-        if namespace is not None:
-            check_namespace(namespace)
         wanted = None if kinds is None else {_memory_kind(k).value for k in kinds}
         with self._read():
             namespaces = self._state.namespaces() if namespace is None else [namespace]
@@ -846,8 +826,6 @@ class EmbeddedStore(MemoryStore):
                     yield memory
 
     def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
-        if namespace is not None:
-            check_namespace(namespace)
         with self._read():
             namespaces = self._state.namespaces() if namespace is None else [namespace]
             return iter([e for ns in namespaces for e in self._state.iter_edges(ns)])

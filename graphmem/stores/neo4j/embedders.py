@@ -13,7 +13,7 @@ from typing import Any
 
 from graphmem.embedding import EmbedderRecord
 from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
-from graphmem.models import check_id, check_namespace, check_vector
+from graphmem.models import check_id, check_vector
 from graphmem.stores.neo4j import cypher
 from graphmem.stores.neo4j.ops import Neo4jBase, ensure_constraints, get_dimension
 from graphmem.stores.neo4j.rows import FloatList
@@ -21,7 +21,7 @@ from graphmem.stores.neo4j.tx import Tx, single
 
 
 def _name(namespace: str) -> str:
-    return cypher.EMBEDDER_PREFIX + check_namespace(namespace)
+    return cypher.EMBEDDER_PREFIX + namespace
 
 
 def _record(row: Any) -> EmbedderRecord | None:
@@ -87,7 +87,6 @@ async def record_embedder(
 async def set_embeddings(
     store: Neo4jBase, namespace: str, vectors: Mapping[str, Sequence[float]]
 ) -> None:
-    check_namespace(namespace)
     if not vectors:
         return
     dim = await get_dimension(store)

@@ -40,7 +40,6 @@ from graphmem.models import (
     EpisodeStatus,
     MemoryKind,
     check_id,
-    check_namespace,
     check_vector,
     memory_from_dict,
     utcnow,
@@ -52,7 +51,6 @@ from graphmem.stores.base import (
     Direction,
     EpisodeCredit,
     Recall,
-    check_alpha_reward,
     check_credit,
     check_patch,
     check_prefixes,
@@ -311,7 +309,6 @@ async def upsert(
 async def patch(
     store: Neo4jBase, namespace: str, memory_id: str, changes: dict[str, Any]
 ) -> AnyMemory:
-    check_namespace(namespace)
     check_id(memory_id)
     if not isinstance(changes, dict):
         raise InvalidInput("a patch is a dict of field names to new values")
@@ -345,9 +342,7 @@ async def update_utility(
     *,
     success: bool | None,
 ) -> list[AnyMemory]:
-    check_namespace(namespace)
     ids = mapping.check_ids(memory_ids)
-    check_alpha_reward(alpha, reward)
     if not ids:
         return []
     unique = sorted(ids)
@@ -395,9 +390,7 @@ async def finish_episode(
     The driver may run the transaction function again (a transient error, or a commit
     whose answer was lost); the run that finds the episode finished replays its outcome.
     """
-    check_namespace(namespace)
     check_id(episode_id)
-    check_alpha_reward(alpha, reward)
     marks = check_used(used)
     policy = check_credit(credit)
     key: dict[str, Any] = {"namespace": namespace, "id": episode_id}
@@ -449,7 +442,6 @@ async def mark_used(
     store: Neo4jBase, namespace: str, episode_id: str, memory_ids: Sequence[str]
 ) -> list[str]:
     """One write transaction: lock the episode, check the ids, mark them used."""
-    check_namespace(namespace)
     check_id(episode_id)
     ids = check_used(memory_ids)
 
@@ -501,7 +493,6 @@ async def _replay(
 
 
 async def delete(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> list[str]:
-    check_namespace(namespace)
     ids = mapping.check_ids(memory_ids)
     if not ids:
         return []
@@ -525,7 +516,6 @@ async def delete(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) ->
 
 
 async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
-    check_namespace(namespace)
     if isinstance(memory_ids, str):
         raise InvalidInput("get_many takes a sequence of ids, not one string")
     ids = [check_id(i) for i in memory_ids]
@@ -543,7 +533,6 @@ async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) 
 
 async def get(store: Neo4jBase, namespace: str, memory_id: str) -> AnyMemory:
     """One memory, or MemoryNotFound (as :meth:`MemoryStore.get`)."""
-    check_namespace(namespace)
     check_id(memory_id)
     found = await get_many(store, namespace, [memory_id])
     if not found:
@@ -559,7 +548,6 @@ async def edges(
     kinds: Sequence[EdgeKind] | None,
     direction: Direction,
 ) -> list[Edge]:
-    check_namespace(namespace)
     check_id(memory_id)
     if direction not in ("out", "in", "both"):
         raise InvalidInput(f"direction must be 'out', 'in' or 'both', not {direction!r}")
@@ -577,7 +565,6 @@ async def edges(
 
 
 async def superseded(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) -> set[str]:
-    check_namespace(namespace)
     ids = mapping.check_ids(memory_ids)
     if not ids:
         return set()
@@ -604,7 +591,6 @@ async def recall_memories(
     Through the shared vector index, over-fetching until k survive the namespace filter,
     else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j.recall`.
     """
-    check_namespace(namespace)
     if isinstance(k, bool) or not isinstance(k, int) or k < 0:
         raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
     if min_sim is not None and not math.isfinite(min_sim):
@@ -646,7 +632,6 @@ async def recall_memories(
 async def find_by_hash(
     store: Neo4jBase, namespace: str, kind: MemoryKind, content_hash: str
 ) -> AnyMemory | None:
-    check_namespace(namespace)
     kind_value = cypher.label(kind)
     if not isinstance(content_hash, str) or not content_hash:
         raise InvalidInput("a content hash must be a non-empty string")
@@ -665,8 +650,6 @@ async def find_by_hash(
 async def iter_nodes(
     store: Neo4jBase, namespace: str | None, kinds: Sequence[MemoryKind] | None
 ) -> AsyncGenerator[AnyMemory, None]:
-    if namespace is not None:
-        check_namespace(namespace)
     kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
     after = ("", "")
     while True:
@@ -695,8 +678,6 @@ async def iter_nodes(
 
 
 async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[Edge, None]:
-    if namespace is not None:
-        check_namespace(namespace)
     types = [k.value for k in EdgeKind]
     skip = 0
     while True:
