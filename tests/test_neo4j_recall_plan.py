@@ -19,8 +19,10 @@ PARAMS = {"namespace": "ns", "kinds": None, "include_obsolete": False, "vector":
 class ScriptedTx:
     """Answers each statement from a script and records what was sent."""
 
-    def __init__(self, size: int, found: list[int]) -> None:
+    def __init__(self, size: int, found: list[int], kinds_size: int | None = None) -> None:
         self.size = size
+        self.kinds_size = size if kinds_size is None else kinds_size
+        """How many memories of the kinds asked for the namespace holds."""
         self.found = list(found)
         self.sent: list[tuple[str, dict[str, Any]]] = []
 
@@ -31,13 +33,14 @@ class ScriptedTx:
             rows = [{"props": {"id": f"m{i}"}, "superseded": False} for i in range(found)]
             return [{"raw": params["candidates"], "found": found, "rows": rows}]
         if query == cypher.NAMESPACE_SIZE_UPTO:
-            return [{"size": min(self.size, params["cap"])}]
+            size = self.size if params["kinds"] is None else self.kinds_size
+            return [{"size": min(size, params["cap"])}]
         assert query == cypher.RECALL_EXACT
         return []
 
 
-def _plan(tx: ScriptedTx, k: int) -> list[tuple[str, Any]]:
-    asyncio.run(candidates(tx, dict(PARAMS), k, 2, mode="procedure"))
+def _plan(tx: ScriptedTx, k: int, kinds: list[str] | None = None) -> list[tuple[str, Any]]:
+    asyncio.run(candidates(tx, PARAMS | {"kinds": kinds}, k, 2, mode="procedure"))
     names = {cypher.RECALL_INDEX: "index", cypher.NAMESPACE_SIZE_UPTO: "size"}
     names[cypher.RECALL_EXACT] = "exact"
     return [(names[q], p.get("candidates", p.get("cap"))) for q, p in tx.sent]
@@ -65,6 +68,21 @@ def test_a_large_namespace_is_asked_for_as_many_candidates_as_its_share_needs() 
     ]
     # Still short after that: the count grows fourfold, as before.
     assert _plan(ScriptedTx(size=5_000, found=[4, 8, 30]), k=10)[-1] == ("index", 800)
+
+
+def test_few_memories_of_the_kinds_asked_for_are_scanned_exactly() -> None:
+    """A task cluster's recall: 1,000 Task nodes in a namespace of 11,000 memories. The index
+    holds them thinly, so they are scanned, not hunted for through ever wider searches."""
+    tx = ScriptedTx(size=11_000, found=[2], kinds_size=EXACT_MAX)
+    assert _plan(tx, k=20, kinds=["Task"]) == [
+        ("index", 80),
+        ("size", EXACT_MAX + 1),
+        ("exact", None),
+    ]
+    assert tx.sent[1][1]["kinds"] == ["Task"]
+    # More of them than EXACT_MAX: the index is asked again, for their share.
+    tx = ScriptedTx(size=11_000, found=[2, 40], kinds_size=EXACT_MAX + 1)
+    assert [name for name, _ in _plan(tx, k=20, kinds=["Task"])] == ["index", "size", "index"]
 
 
 def test_in_index_search_sends_one_filter_key_per_kind_and_flag_asked_for() -> None:

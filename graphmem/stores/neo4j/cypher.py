@@ -432,8 +432,10 @@ RETURN raw, size(kept) AS found, rows
 
 # How many memories the namespace holds, counted up to $cap (an index seek that stops there):
 # whether recall without in-index filtering scans a small namespace instead of the shared index.
+# The memories recall may return (of the kinds asked for; None: every kind), counted up to $cap.
 NAMESPACE_SIZE_UPTO: Final = """
 MATCH (m:Memory {namespace: $namespace})
+WHERE $kinds IS NULL OR m.kind IN $kinds
 WITH m LIMIT $cap
 RETURN count(m) AS size
 """

@@ -40,10 +40,11 @@ same, ``neo4j_index_recall_10k.md``), where a beam of 50 cost up to 1 ms a query
 MAX_INDEX_CANDIDATES = 8192
 """Beyond this many vector-index candidates, recall switches to an exact scan of the namespace."""
 EXACT_MAX = 1000
-"""Without in-index filtering, a namespace of at most this many memories that the first
-candidates did not fill is scanned exactly: the shared index would have to hand over about
-(total / namespace)·k candidates to find k of it (on Neo4j 5.26 with 10k memories, 43 ms for a
-namespace of 500 and 200 ms for one of 100, where the scan takes 12 ms and 5 ms)."""
+"""Without in-index filtering, a namespace of at most this many memories (or holding at most
+this many of the kinds asked for) that the first candidates did not fill is scanned exactly:
+the shared index would have to hand over about (total / namespace)·k candidates to find k of it
+(on Neo4j 5.26 with 10k memories, 43 ms for a namespace of 500 and 200 ms for one of 100, where
+the scan takes 12 ms and 5 ms)."""
 
 
 IndexMode = Literal["search", "search-fields", "procedure", "exact"]
@@ -143,14 +144,17 @@ async def candidates(
             if record["raw"] < count or count >= MAX_INDEX_CANDIDATES:
                 break
             if not sized:
-                # The namespace is a small share of the index. A small namespace is scanned
-                # (below); a larger one is asked for as many candidates as should hold 2k of
-                # it, judging its share by this answer, so the next round trip usually does.
+                # What is asked for is a small share of the index. A small namespace, or a
+                # few memories of the kinds asked for (a task cluster's Task nodes), is
+                # scanned (below); a larger one is asked for as many candidates as should hold
+                # 2k of it, judging its share by this answer, so the next round trip usually
+                # does.
                 sized = True
                 upto = single(
                     await tx.run(
                         cypher.NAMESPACE_SIZE_UPTO,
                         namespace=params["namespace"],
+                        kinds=params["kinds"],
                         cap=EXACT_MAX + 1,
                     )
                 )
