@@ -19,7 +19,7 @@ import pytest
 from graphmem.cli import main
 from graphmem.errors import InvalidInput, StoreError, StoreLocked
 from graphmem.models import Note
-from graphmem.stores.embedded import EmbeddedStore
+from graphmem.stores.embedded import DEFAULT_DURABILITY, EmbeddedStore
 from graphmem.stores.embedded.check import check_store, repair_store
 from graphmem.stores.embedded.sqlite_log import DB_NAME
 from graphmem.stores.embedded.store import Durability
@@ -53,8 +53,9 @@ def test_a_new_directory_takes_the_durability_asked_and_an_existing_one_keeps_it
 ) -> None:
     sqlite_store(tmp_path / "s", 1)
     assert (tmp_path / "s" / DB_NAME).is_file() and not (tmp_path / "s" / "CURRENT").exists()
-    with EmbeddedStore.open(tmp_path / "j") as journal:
+    with EmbeddedStore.open(tmp_path / "j") as journal:  # the default: DEFAULT_DURABILITY
         journal.upsert([note(0)])
+    assert DEFAULT_DURABILITY == "journal" and (tmp_path / "j" / "CURRENT").is_file()
     for path, other in ((tmp_path / "s", "journal"), (tmp_path / "j", "sqlite")):
         with EmbeddedStore.open(path) as store:  # no choice: the format the directory holds
             assert [m.id for m in store.iter_nodes("ns")] == ["n0"]

@@ -2,9 +2,15 @@
 
 :class:`EmbeddedStore` is the store (``store.py``); the other modules are its parts: the
 in-memory graph (``state``, ``graph``, ``packed``, ``vectors``, ``ann``, ``fulltext``) and its
-persistence (``journal``, ``filelock``, ``check``, ``compaction``, ``ann_files``).
+persistence (``journal`` and ``filelock``, or ``sqlite_log`` when a store is made with
+``durability="sqlite"``; ``check``, ``compaction`` and ``ann_files`` serve both).
 """
 
-from graphmem.stores.embedded.store import DEFAULT_COMPACT_BYTES, EmbeddedStore
+from graphmem.stores.embedded.store import (
+    DEFAULT_COMPACT_BYTES,
+    DEFAULT_DURABILITY,
+    Durability,
+    EmbeddedStore,
+)
 
-__all__ = ["DEFAULT_COMPACT_BYTES", "EmbeddedStore"]
+__all__ = ["DEFAULT_COMPACT_BYTES", "DEFAULT_DURABILITY", "Durability", "EmbeddedStore"]
