@@ -11,8 +11,10 @@ timed through both paths in turn (the order alternating), after warm-up queries;
 keyword search of the embedded store also builds its in-memory index, timed apart
 (``index build``). graphmem's paths are phase A as retrieval runs it
 (``ops.retrieve._similar_candidates`` and ``ops.fusion.hybrid_candidates``: candidates with the
-superseded check, k1 = 10); graphrag's HybridRetriever searches both indexes of the whole
-database (it has no namespace filter), top_k = 10, given the query vector (no embedding timed).
+superseded check, k1 = 10); on Neo4j both ways of asking the two channels are timed, in one
+statement and in two statements at once from two sessions (``Neo4jStore.one_statement_hybrid``
+picks one per server). graphrag's HybridRetriever searches both indexes of the whole database
+(it has no namespace filter), top_k = 10, given the query vector (no embedding timed).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,11 +70,13 @@ def graphmem_cases(store: Any, data: Dataset, namespace: str, k1: int) -> dict[s
             _similar_candidates,
         )
 
-    cases = {"vector only (today)": vector_only, "hybrid (vector + full text, RRF)": hybrid}
-    if hasattr(store, "recall_hybrid"):
-        # Neo4j: the hybrid case above runs both channels in one statement; time the two
-        # statements at once (each in its own session) beside it.
-        def two_statements(i: int) -> object:
+    if not hasattr(store, "recall_hybrid"):
+        return {"vector only (today)": vector_only, "hybrid (vector + full text, RRF)": hybrid}
+
+    # Neo4j: both channels in one statement, and in two statements at once (two sessions);
+    # Neo4jStore.one_statement_hybrid says which one hybrid recall takes on this server.
+    def way(one: bool) -> Callable[[int], object]:
+        def run(i: int) -> object:
             return hybrid_candidates(
                 store,
                 namespace,
@@ -80,11 +84,16 @@ def graphmem_cases(store: Any, data: Dataset, namespace: str, k1: int) -> dict[s
                 data.queries[i].tolist(),
                 hybrid_cfg,
                 _similar_candidates,
-                one_statement=False,
+                one_statement=one,
             )
 
-        cases["hybrid, two statements at once"] = two_statements
-    return cases
+        return run
+
+    return {
+        "vector only (today)": vector_only,
+        "hybrid, one statement": way(True),
+        "hybrid, two statements at once": way(False),
+    }
 
 
 def run_embedded(data: Dataset, args: argparse.Namespace) -> dict[str, Any]:
