@@ -126,14 +126,14 @@ class AsyncNeo4jStore(ops.Neo4jBase):
     # ---- schema ---------------------------------------------------------------------------
 
     async def dimension(self) -> int | None:
-        """The embedding dimension the database holds, or None before the first vector."""
+        """As :attr:`MemoryStore.dimension`, awaited."""
         return await ops.get_dimension(self)
 
     async def check_dimension(self, dimension: int) -> None:
         await ops.check_dimension(self, dimension)
 
     async def embedder_record(self, namespace: str) -> EmbedderRecord | None:
-        """The embedder recorded for the namespace (as :meth:`MemoryStore.embedder_record`)."""
+        """As :meth:`MemoryStore.embedder_record`."""
         return await embedders.embedder_record(self, namespace)
 
     async def record_embedder(
@@ -209,7 +209,7 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         return await ops.get_many(self, namespace, memory_ids)
 
     async def get(self, namespace: str, memory_id: str) -> AnyMemory:
-        """One memory, or MemoryNotFound."""
+        """As :meth:`MemoryStore.get`."""
         return await ops.get(self, namespace, memory_id)
 
     async def edges(
@@ -275,14 +275,14 @@ class AsyncNeo4jStore(ops.Neo4jBase):
     def iter_nodes(
         self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
     ) -> AsyncGenerator[AnyMemory, None]:
-        """All memories (of a namespace, of some kinds), in a stable order, page by page."""
+        """As :meth:`MemoryStore.iter_nodes`, read a page at a time."""
         return ops.iter_nodes(self, namespace, kinds)
 
     def iter_edges(self, namespace: str | None = None) -> AsyncGenerator[Edge, None]:
         return ops.iter_edges(self, namespace)
 
     async def namespaces(self, *prefixes: str) -> list[str]:
-        """Namespaces holding a memory, sorted; given prefixes, those starting with one."""
+        """As :meth:`MemoryStore.namespaces`."""
         return await ops.namespaces(self, prefixes)
 
     async def close(self) -> None:
