@@ -51,7 +51,15 @@ with needs_extra("langgraph", "the LangGraph store"):
     from graphmem.errors import ConfigError, InvalidInput, InvalidNamespace
     from graphmem.integrations.langgraph_filters import matches_namespace, passes
     from graphmem.memory import GraphMemory
-    from graphmem.models import NAMESPACE_RE, AnyMemory, MemoryKind, Note, check_vector, utcnow
+    from graphmem.models import (
+        NAMESPACE_RE,
+        AnyMemory,
+        MemoryKind,
+        Namespace,
+        Note,
+        check_vector,
+        utcnow,
+    )
     from graphmem.ops.retrieve import rank_candidates
     from graphmem.stores.base import MemoryStore, Recall
 
@@ -260,15 +268,16 @@ class GraphMemoryStore(BaseStore):
 
     # ---- mapping helpers -----------------------------------------------------------------
 
-    def graph_namespace(self, namespace: Sequence[str]) -> str:
-        """The graphmem namespace holding the items of a LangGraph namespace."""
+    def graph_namespace(self, namespace: Sequence[str]) -> Namespace:
+        """The graphmem namespace holding the items of a LangGraph namespace (where a
+        LangGraph namespace enters graphmem: checked here, trusted below)."""
         if not namespace:
             raise LangGraphInvalidNamespace("a LangGraph namespace needs at least one label")
         name = "/".join([self.root, *(escape_label(label) for label in namespace)])
-        if len(name) <= MAX_NAMESPACE:
-            return name
-        labels = json.dumps(list(namespace), ensure_ascii=False).encode("utf-8")
-        return f"{self.root}/{LONG}/{hashlib.sha256(labels).hexdigest()[:40]}"
+        if len(name) > MAX_NAMESPACE:
+            labels = json.dumps(list(namespace), ensure_ascii=False).encode("utf-8")
+            name = f"{self.root}/{LONG}/{hashlib.sha256(labels).hexdigest()[:40]}"
+        return Namespace(name)
 
     async def _decode(self, io: _Backend, graph_ns: str) -> tuple[str, ...] | None:
         """The LangGraph namespace a graphmem namespace holds, or None if it holds none (not
@@ -434,8 +443,8 @@ class GraphMemoryStore(BaseStore):
             return
         ops = list(pending.values())
         pending.clear()
-        deletes: dict[str, list[str]] = {}
-        puts: list[tuple[str, PutOp, str]] = []
+        deletes: dict[Namespace, list[str]] = {}
+        puts: list[tuple[Namespace, PutOp, str]] = []
         for op in ops:
             graph_ns = self.graph_namespace(op.namespace)
             if op.value is None:
@@ -445,8 +454,8 @@ class GraphMemoryStore(BaseStore):
         notes, stale = await self._notes_for(io, puts)
         if notes:
             await io.upsert(notes)
-        for graph_ns, ids in stale.items():
-            await self._delete_existing(io, graph_ns, ids)
+        for space, ids in stale.items():
+            await self._delete_existing(io, space, ids)
         for graph_ns, ids in deletes.items():
             items = [m for m in await io.get_many(graph_ns, ids) if _is_item(m)]
             await self._delete_existing(io, graph_ns, [i for m in items for i in _note_ids(m)])
