@@ -93,6 +93,9 @@ class Condition:
     """None: graphmem's default (``RetrievalConfig.abstain``: off; issue 45's held-out run of
     bench/results/learning_mixed_experiences_k5_heldout_abstention.md played it on, as
     ``two-phase``, beside ``two-phase-noabstain``); the similarity baselines set False."""
+    abstain_z: float | None = None
+    """None: graphmem's default (``RetrievalConfig.abstain_z``, 0); below 0 a memory must be
+    surely better than acting alone to be handed over."""
     expand: Literal["off", "tasks", "links", "links+tasks"] | None = None
     """None: graphmem's default (``RetrievalConfig.expand``: off); 'links+tasks' adds the
     graph's neighbours to phase A (issue 45: task clusters and LINKS_TO feeding phase A)."""
@@ -123,6 +126,15 @@ CONDITIONS: dict[str, Condition] = {
             "graphmem",
             0.5,
             abstain=True,
+        ),
+        Condition(
+            "two-phase-abstain-strict",
+            "graphmem λ=0.5, abstention on, a memory must be one standard error above the "
+            "baseline (abstain_z = -1) (graph on)",
+            "graphmem",
+            0.5,
+            abstain=True,
+            abstain_z=-1.0,
         ),
         Condition(
             "two-phase-expand",
@@ -367,6 +379,7 @@ class GraphmemMemory(NoMemory):
             **({} if condition.q_prior is None else {"q_prior": condition.q_prior}),
             **({} if condition.abstain is None else {"abstain": condition.abstain}),
             **({} if condition.expand is None else {"expand": condition.expand}),
+            **({} if condition.abstain_z is None else {"abstain_z": condition.abstain_z}),
         )
         # The memory's own config carries the retrieval's, so finishing an episode that
         # credits nothing counts towards abstention's baseline when abstention is on.
@@ -774,6 +787,8 @@ COMPARISONS = (
     ("two-phase-abstain", "two-phase"),
     ("two-phase-abstain", "none"),
     ("two-phase-expand", "two-phase"),
+    ("two-phase-abstain-strict", "two-phase"),
+    ("two-phase-abstain-strict", "none"),
     ("similarity-abstain", "similarity"),
     ("two-phase-source-pool-l1", "flat-topk"),
     ("two-phase-source-pool-l1", "similarity"),

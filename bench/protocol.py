@@ -32,9 +32,10 @@ TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design 
 
 TRAIN = SeedRange("train", 0, "tuning on the train fold (e.g. procedure retrieval parameters)")
 
-HELDOUT = SeedRange("test", 70_000, "the next learning report: fresh, not yet played")
-"""TextWorldExpress held-out stream: test fold, seeds from 70,000 up, never played. Once a
-result from it changes a default it joins :data:`SPENT` and the next report takes a new range."""
+HELDOUT = SeedRange("test", 90_000, "the next learning report: fresh, not yet played")
+"""TextWorldExpress held-out stream: test fold, seeds from 90,000 up, never played. Once a
+result from it changes a default it joins :data:`SPENT` and the next report takes a new range
+(70,000 up was issue 45's report at K = 1 and 3; 80,000 up is retention's)."""
 
 RETENTION_HELDOUT = SeedRange("test", 80_000, "the next retention report: fresh, not yet played")
 """Held out for ``bench.retention`` (its own range, so its decision spends no other)."""
@@ -73,6 +74,13 @@ SPENT: tuple[Spent, ...] = (
         70_000,
         "issue 45: the retention sweep (300 games); retention stayed off by default",
     ),
+    Spent(
+        "test",
+        70_000,
+        80_000,
+        "issue 45's report at K = 1 and K = 3 (200 games): no default changed, but it has been "
+        "played and read, so it is not held out again",
+    ),
 )
 """Every test-fold range that informed a decision (TextWorldExpress). A held-out range must not
 overlap any of them (tests/test_learning_mixed.py checks it)."""
@@ -88,9 +96,11 @@ def overlaps(seeds: SeedRange, spent: Spent, length: int = 10_000) -> bool:
 
 SCIENCEWORLD_TUNING = SeedRange("dev", 0, "ScienceWorld tuning: dev-fold variations by position")
 SCIENCEWORLD_HELDOUT = SeedRange(
-    "test", 20, "ScienceWorld reported figures: test-fold variations from position 20"
+    "test", 30, "ScienceWorld reported figures: test-fold variations from position 30"
 )
-"""Earlier replay rules were developed on test positions 0-1, so those are not held out."""
+"""Earlier replay rules were developed on test positions 0-1, so those are not held out;
+positions 20-24 were the held-out range of issues 28-44 (played more than once), 25-29 issue
+45's mixed-stream report (``--fold test --test-start 25``). The next report starts at 30."""
 
 
 def stream_range(*, heldout: bool) -> SeedRange:
