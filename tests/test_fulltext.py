@@ -327,9 +327,6 @@ def test_neo4j_one_statement_answers_as_the_two_do(
     store = neo4j_store
     assert isinstance(store, Neo4jStore)
     dim = store.dimension or 384
-    # One statement where vector recall searches inside the index (2026.x), two sessions at
-    # once through 5.26's procedure: the faster way on each (bench.speed_hybrid).
-    assert store.one_statement_hybrid is (store._index_mode(dim) in ("search", "search-fields"))
     crowd = namespace + "-crowd"
     memories = [
         note(namespace, f"n{i}", f"harbour ferry {i} timetable", vec(dim, 1, i / 3, 1))

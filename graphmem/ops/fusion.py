@@ -76,22 +76,17 @@ def hybrid_candidates(
     cfg: RetrievalConfig,
     by_vector: VectorCandidates,
     *,
-    one_statement: bool | None = None,
+    one_statement: bool = True,
 ) -> FusedPool:
     """The fused pool of at most k1 live memories (see the module doc). The similarity floor
     applies to the vector list; a keyword candidate is kept whatever its cosine (reported).
-    A store with ``recall_hybrid`` (Neo4j) answers both lists in one round trip where its
-    ``one_statement_hybrid`` says that is the faster way (``one_statement`` overrides it, for
-    timing both ways); else a store whose ``parallel_reads`` is true (each read its own
-    session) is asked for the keyword list in a worker thread while it answers the vector
-    recall."""
+    A store with ``recall_hybrid`` (Neo4j) answers both lists in one round trip (unless
+    ``one_statement`` is false, which bench.speed_hybrid uses to time the other way); else a
+    store whose ``parallel_reads`` is true (each read its own session) is asked for the keyword
+    list in a worker thread while it answers the vector recall."""
     text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
     kinds = list(cfg.kinds)
-    both = getattr(store, "recall_hybrid", None)
-    if one_statement is None:
-        one_statement = bool(getattr(store, "one_statement_hybrid", False))
-    if not one_statement:
-        both = None
+    both = getattr(store, "recall_hybrid", None) if one_statement else None
     if both is not None:
         recalled, found = both(
             namespace, vector, query, cfg.k1, text_k, kinds=kinds, min_sim=cfg.floor

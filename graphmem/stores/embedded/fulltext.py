@@ -37,6 +37,7 @@ import re
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -105,12 +106,16 @@ _StoredTerms = tuple[list[str], npt.NDArray[np.int64], npt.NDArray[np.int32]]
 """A loaded table's terms: the vocabulary, each row's span and the term numbers."""
 
 
-def _ints(values: Iterable[int] | array[int], dtype: type[np.generic]) -> bytes:
+# The saved arrays are little-endian whatever the machine (a file may move between machines).
+_I8, _I32, _I64 = np.dtype("<i1"), np.dtype("<i4"), np.dtype("<i8")
+
+
+def _ints(values: Iterable[int] | array[int], dtype: np.dtype[Any]) -> bytes:
     return np.asarray(values, dtype=dtype).tobytes()
 
 
 def _offsets(sizes: Sequence[int]) -> bytes:
-    out = np.zeros(len(sizes) + 1, dtype=np.int64)
+    out = np.zeros(len(sizes) + 1, dtype=_I64)
     np.cumsum(sizes, out=out[1:])
     return out.tobytes()
 
@@ -349,15 +354,15 @@ class _Table:
         posting_sizes = [len(self.postings[t][0]) for t in vocab]
         parts = [
             strings,
-            _ints(self.lengths, np.int32),
-            _ints(self.kinds, np.int8),
-            _ints(self.obsolete, np.int8),
+            _ints(self.lengths, _I32),
+            _ints(self.kinds, _I8),
+            _ints(self.obsolete, _I8),
             _offsets(posting_sizes),
-            *(_ints(self.postings[t][0], np.int32) for t in vocab),
-            *(_ints(self.postings[t][1], np.int32) for t in vocab),
+            *(_ints(self.postings[t][0], _I32) for t in vocab),
+            *(_ints(self.postings[t][1], _I32) for t in vocab),
             _offsets([len(ids) for ids in row_terms]),
             np.fromiter(
-                (i for ids in row_terms for i in ids), dtype=np.int32, count=sum(posting_sizes)
+                (i for ids in row_terms for i in ids), dtype=_I32, count=sum(posting_sizes)
             ).tobytes(),
         ]
         self.changed = False
@@ -376,18 +381,18 @@ class _Table:
             raise ValueError("its memory ids or terms are malformed")
         at = size
 
-        def take(dtype: type[np.generic], count: int) -> np.ndarray:
+        def take(dtype: np.dtype[Any], count: int) -> np.ndarray:
             nonlocal at
-            start, at = at, at + np.dtype(dtype).itemsize * count
+            start, at = at, at + dtype.itemsize * count
             return np.frombuffer(body, dtype=dtype, count=count, offset=start)
 
-        lengths, kinds, obsolete = take(np.int32, n), take(np.int8, n), take(np.int8, n)
+        lengths, kinds, obsolete = take(_I32, n), take(_I8, n), take(_I8, n)
         post_offsets, post_rows, post_counts = (
-            take(np.int64, v + 1),
-            take(np.int32, p),
-            take(np.int32, p),
+            take(_I64, v + 1),
+            take(_I32, p),
+            take(_I32, p),
         )
-        row_offsets, row_ids = take(np.int64, n + 1), take(np.int32, p)
+        row_offsets, row_ids = take(_I64, n + 1), take(_I32, p)
         if not (
             _ranges(post_offsets, p, empty=False)
             and _ranges(row_offsets, p, empty=True)

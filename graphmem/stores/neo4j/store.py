@@ -320,16 +320,6 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
             )
         )
 
-    @property
-    def one_statement_hybrid(self) -> bool:
-        """Whether hybrid recall asks both channels in one statement (:meth:`recall_hybrid`):
-        where vector recall filters inside the index (Neo4j 2026.01+), a short search, one
-        round trip beats two sessions (p50 −19 % / −28 % at 100k / 10k on 2026.09.0); through
-        5.26's vector-index procedure, a long one, the keyword query overlapping it in a second
-        session is faster (p95 −14 % at 100k, −18 % at 10k). bench.speed_hybrid times both."""
-        dimension = drive(ops.get_dimension(self))
-        return dimension is not None and self._index_mode(dimension) in ("search", "search-fields")
-
     def recall_hybrid(
         self,
         namespace: str,
