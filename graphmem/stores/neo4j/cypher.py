@@ -600,32 +600,34 @@ SET r.used = true
 # ---- keyword recall (hybrid retrieval's full-text channel) -----------------------------------
 
 
-def _text_top(index: str, candidates: str, k: str) -> str:
-    """TEXT_RECALL_TOP with its own parameter names for the index, the candidates and k (so
-    that it can share a statement with a vector recall, whose names these are too)."""
-    return f"""
-CALL db.index.fulltext.queryNodes(${index}, $query, {{limit: ${candidates}}}) YIELD node, score
-WITH count(*) AS raw,
-     collect(CASE WHEN node.namespace = $namespace
-                   AND ($kinds IS NULL OR node.kind IN $kinds)
-                   AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
-              THEN {{m: node, score: score}} END)[..${k}] AS kept
-CALL (kept) {{
-  UNWIND kept AS t
-  WITH t.m AS m, t.score AS score
-  RETURN collect({{props: properties(m), score: score,
-                  superseded: EXISTS {{ (m)<-[:SUPERSEDES]-(:Memory) }}}}) AS rows
-}}
-RETURN raw, rows
-"""
-
-
 # The full-text index holds every namespace, in Lucene's BM25 order: ask it for its
 # `$candidates` best (a limit lets Lucene keep only a top list instead of ranking every match),
 # keep this namespace's live memories of these kinds, the first k of them; `raw` tells the caller
 # whether the index ran dry. `$query` is built by graphmem.stores.embedded.fulltext.lucene_query
 # (escaped words, never syntax from user text).
-TEXT_RECALL_TOP: Final = _text_top("index", "candidates", "k")
+TEXT_RECALL_TOP: Final = """
+CALL db.index.fulltext.queryNodes($index, $query, {limit: $candidates}) YIELD node, score
+WITH count(*) AS raw,
+     collect(CASE WHEN node.namespace = $namespace
+                   AND ($kinds IS NULL OR node.kind IN $kinds)
+                   AND ($include_obsolete OR NOT coalesce(node.obsolete, false))
+              THEN {m: node, score: score} END)[..$k] AS kept
+CALL (kept) {
+  UNWIND kept AS t
+  WITH t.m AS m, t.score AS score
+  RETURN collect({props: properties(m), score: score,
+                  superseded: EXISTS { (m)<-[:SUPERSEDES]-(:Memory) }}) AS rows
+}
+RETURN raw, rows
+"""
+
+# TEXT_RECALL_TOP with its own parameter names for the index, the candidates and k, so that it
+# can share a statement with a vector recall, whose names these are too.
+_TEXT_RECALL_TOP_BESIDE: Final = (
+    TEXT_RECALL_TOP.replace("($index,", "($text_index,")
+    .replace("{limit: $candidates}", "{limit: $text_candidates}")
+    .replace("[..$k]", "[..$text_k]")
+)
 
 # The same without a limit, for when the best candidates held fewer than k of the namespace:
 # the procedure streams in score order, and the statement stops once k have passed the filter.
@@ -644,16 +646,22 @@ def _with_text(vector: str, returns: str) -> str:
     """Hybrid recall's one round trip: the first vector recall statement and TEXT_RECALL_TOP
     (as ``$text_index``, ``$text_candidates``, ``$text_k``), each in its own subquery. The
     vector statement's rows are collected as ``returns`` says (one map a row), or, for a
-    statement that returns one row already (RECALL_INDEX), passed as ``vector``."""
+    statement that returns one row already (RECALL_INDEX), passed as ``vector``. Both are
+    constants of this module (no value reaches the text)."""
     head, body = "", vector.strip()
     if body.startswith("CYPHER 25"):
         head, body = "CYPHER 25\n", body.removeprefix("CYPHER 25").strip()
-    text = _text_top("text_index", "text_candidates", "text_k").strip()
+    text = _TEXT_RECALL_TOP_BESIDE.strip()
     return (
-        f"{head}CALL () {{\n  CALL () {{\n{text}\n  }}\n"
-        "  RETURN raw AS text_raw, rows AS text_rows\n}\n"
-        f"CALL () {{\n  CALL () {{\n{body}\n  }}\n  RETURN {returns} AS vector\n}}\n"
-        "RETURN text_raw, text_rows, vector\n"
+        head
+        + "CALL () {\n  CALL () {\n"
+        + text
+        + "\n  }\n  RETURN raw AS text_raw, rows AS text_rows\n}\n"
+        + "CALL () {\n  CALL () {\n"
+        + body
+        + "\n  }\n  RETURN "
+        + returns
+        + " AS vector\n}\nRETURN text_raw, text_rows, vector\n"
     )
 
 
@@ -665,6 +673,20 @@ HYBRID_SEARCH_FIELDS: Final = _with_text(
 )
 HYBRID_INDEX: Final = _with_text(RECALL_INDEX, "{raw: raw, found: found, rows: rows}")
 HYBRID_EXACT: Final = _with_text(RECALL_EXACT, "collect({props: props, superseded: superseded})")
+
+_HYBRID: Final = {
+    RECALL_SEARCH: HYBRID_SEARCH,
+    RECALL_SEARCH_FIELDS: HYBRID_SEARCH_FIELDS,
+    RECALL_INDEX: HYBRID_INDEX,
+    RECALL_EXACT: HYBRID_EXACT,
+}
+
+
+def hybrid(first: str) -> str:
+    """The statement that runs ``first`` (one of the vector recall statements above) beside
+    keyword recall, in one round trip."""
+    return _HYBRID[first]
+
 
 FULLTEXT_INDEX_INFO: Final = """
 SHOW FULLTEXT INDEXES YIELD name, state, labelsOrTypes, properties

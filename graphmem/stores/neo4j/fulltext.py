@@ -107,15 +107,6 @@ def _text_recalls(rows: list[Any]) -> list[TextRecall]:
     return out
 
 
-HYBRID: dict[str, str] = {
-    cypher.RECALL_SEARCH: cypher.HYBRID_SEARCH,
-    cypher.RECALL_SEARCH_FIELDS: cypher.HYBRID_SEARCH_FIELDS,
-    cypher.RECALL_INDEX: cypher.HYBRID_INDEX,
-    cypher.RECALL_EXACT: cypher.HYBRID_EXACT,
-}
-"""Each first vector recall statement, and the one that runs it beside keyword recall."""
-
-
 async def recall_hybrid(
     store: Neo4jBase,
     namespace: str,
@@ -169,7 +160,7 @@ async def recall_hybrid(
     statement, args = recall.first_statement(params, k, dimension, mode)
 
     async def work(tx: Tx) -> tuple[list[Recall], list[TextRecall]]:
-        record = single(await tx.run(HYBRID[statement], **(params | args | text_params)))
+        record = single(await tx.run(cypher.hybrid(statement), **(params | args | text_params)))
         assert record is not None
         rows = await recall.candidates(tx, params, k, dimension, mode=mode, first=record["vector"])
         store._memories_seen = recall.memories_counted(rows, store._memories_seen)
