@@ -128,6 +128,6 @@ def test_expansion_and_hybrid_are_refused_together() -> None:
 
 
 def _cos(a: list[float], b: Any) -> float:
-    from graphmem.ops.expansion import cosine
+    from graphmem.ops.similarity import cosine
 
     return cosine(a, b)

@@ -17,16 +17,14 @@ True
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from graphmem.config import RetrievalConfig
 from graphmem.models import AnyMemory, Hit
+from graphmem.ops.similarity import cosines
 from graphmem.stores.base import MemoryStore
 
 VectorCandidates = Callable[
@@ -117,7 +115,9 @@ def hybrid_candidates(
     for memory, sim in vector_list:
         memories[memory.id], sims[memory.id] = memory, sim
     text_only = [m for m in text_list if m.id not in memories]
-    for memory, sim in zip(text_only, cosines(vector, text_only), strict=True):
+    for memory, sim in zip(
+        text_only, cosines(vector, [m.embedding for m in text_only]), strict=True
+    ):
         memories[memory.id], sims[memory.id] = memory, sim
     vector_ids = [m.id for m, _ in vector_list]
     text_ids = [m.id for m in text_list]
@@ -142,39 +142,6 @@ def _pool() -> ThreadPoolExecutor:
         if _POOL is None:
             _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="graphmem-hybrid")
         return _POOL
-
-
-def cosines(query: Sequence[float], memories: Sequence[AnyMemory]) -> list[float]:
-    """:func:`cosine` of the query vector and each memory's embedding, in one product for the
-    memories whose embedding has the query's dimension."""
-    out = [0.0] * len(memories)
-    rows = [
-        i
-        for i, m in enumerate(memories)
-        if m.embedding is not None and len(m.embedding) == len(query)
-    ]
-    if not rows:
-        return out
-    q = np.asarray(query, dtype=np.float64)
-    matrix = np.array([memories[i].embedding for i in rows], dtype=np.float64)
-    denom = np.linalg.norm(matrix, axis=1) * np.linalg.norm(q)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sims = np.clip(matrix @ q / denom, -1.0, 1.0)
-    for i, sim in zip(rows, sims.tolist(), strict=True):
-        out[i] = sim if math.isfinite(sim) else 0.0
-    return out
-
-
-def cosine(query: Sequence[float], embedding: Sequence[float] | None) -> float:
-    """Cosine of the query vector and a memory's embedding; 0.0 when it has none (or it is of
-    another dimension, or either is zero)."""
-    if embedding is None or len(embedding) != len(query):
-        return 0.0
-    a, b = np.asarray(query, dtype=np.float64), np.asarray(embedding, dtype=np.float64)
-    denom = float(np.linalg.norm(a) * np.linalg.norm(b))
-    if not denom > 0.0 or not np.isfinite(denom):
-        return 0.0
-    return float(np.clip(float(a @ b) / denom, -1.0, 1.0))
 
 
 __all__ = ["FusedPool", "hybrid_candidates", "rrf"]

@@ -38,8 +38,9 @@ from graphmem.models import (
 )
 from graphmem.ops.abstention import Baseline, baseline, task_cluster, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
-from graphmem.ops.expansion import cosine, expand_candidates
+from graphmem.ops.expansion import expand_candidates
 from graphmem.ops.fusion import FusedPool, hybrid_candidates
+from graphmem.ops.similarity import cosine
 from graphmem.stores.base import MemoryStore
 
 if TYPE_CHECKING:
