@@ -359,8 +359,10 @@ def retrieve(
     # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
     judge = cfg.abstain and cfg.policy is not RetrievePolicy.RANDOM and bool(candidates)
     expand = cfg.expand != "off" and pool is None and rng is None
-    # The query's task cluster, recalled once for abstention's baseline and graph expansion.
-    cluster = task_cluster(mem.store, namespace, vector, cfg) if judge or expand else []
+    # The query's task cluster, recalled once for abstention's baseline and graph expansion's
+    # 'tasks' (expand='links' alone does not read it).
+    by_task = expand and cfg.expand in ("tasks", "links+tasks")
+    cluster = task_cluster(mem.store, namespace, vector, cfg) if judge or by_task else []
     if expand:
         candidates = expand_candidates(mem.store, namespace, vector, candidates, cfg, cluster)
 
