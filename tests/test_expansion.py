@@ -75,6 +75,15 @@ def test_tasks_add_the_clusters_procedures(store: MemoryStore, namespace: str) -
         )
 
 
+def test_expansion_runs_beside_epsilon_exploration(store: MemoryStore, namespace: str) -> None:
+    """ε-greedy draws from a random stream; that must not switch expansion off."""
+    mem = GraphMemory(store, embedder=HashingEmbedder(384))
+    ids = _procedures(mem, namespace)
+    found = mem.retrieve(namespace, TASK, PROC, expand="tasks", epsilon=1e-12, seed=3)
+    assert not found.explored
+    assert sorted(_ids(found)) == sorted(ids)
+
+
 def test_expand_k_caps_what_is_added(store: MemoryStore, namespace: str) -> None:
     mem = GraphMemory(store, embedder=HashingEmbedder(384))
     _procedures(mem, namespace)

@@ -358,7 +358,8 @@ def retrieve(
 
     # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
     judge = cfg.abstain and cfg.policy is not RetrievePolicy.RANDOM and bool(candidates)
-    expand = cfg.expand != "off" and pool is None and rng is None
+    # The graph extends the similarity pool (not a random sample, not a fused hybrid pool).
+    expand = cfg.expand != "off" and pool is None and cfg.policy is not RetrievePolicy.RANDOM
     # The query's task cluster, recalled once for abstention's baseline and graph expansion's
     # 'tasks' (expand='links' alone does not read it).
     by_task = expand and cfg.expand in ("tasks", "links+tasks")
