@@ -7,20 +7,19 @@ Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.embedded
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import hashlib
-import json
 import logging
 import os
 import queue
 import threading
-import zlib
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+
+from graphmem.stores.embedded.index_files import read_checked, write_checked
 
 log = logging.getLogger(__name__)
 
@@ -137,35 +136,14 @@ def file_for(root: Path, namespace: str) -> Path:
 
 
 def write_file(path: Path, header: dict[str, Any], graph_bytes: bytes) -> None:
-    """Write header and graph to a temp file and rename it over ``path`` (atomic; no fsync:
-    a graph lost in a crash is rebuilt)."""
-    head = {"format": FILE_FORMAT, **header, "crc32": f"{zlib.crc32(graph_bytes):08x}"}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(json.dumps(head, separators=(",", ":")).encode("ascii") + b"\n")
-            out.write(graph_bytes)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Write header and graph over ``path`` (atomic; no fsync: a graph lost in a crash is
+    rebuilt)."""
+    write_checked(path, FILE_FORMAT, header, graph_bytes)
 
 
 def read_file(path: Path) -> tuple[dict[str, Any], bytes]:
     """Header and graph bytes of a graph file; ValueError if it is damaged (checksum, header)."""
-    data = path.read_bytes()
-    line, sep, body = data.partition(b"\n")
-    try:
-        header = json.loads(line) if sep else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
-        raise ValueError("no graph header")
-    if header.get("crc32") != f"{zlib.crc32(body):08x}":
-        raise ValueError(f"checksum mismatch over its {len(body)} graph bytes")
-    return header, body
+    return read_checked(path, FILE_FORMAT, "graph", "graph")
 
 
 # ---- the builder thread ----------------------------------------------------------------

@@ -19,16 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
-import threading
-import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 from graphmem.stores.embedded.fulltext import TextIndex
+from graphmem.stores.embedded.index_files import read_checked, write_checked
 from graphmem.stores.embedded.journal import crc32_hex
 from graphmem.stores.embedded.state import GraphState
 
@@ -106,34 +104,14 @@ def text_files(root: Path) -> list[Path]:
 
 
 def write_file(path: Path, header: dict[str, Any], body: bytes) -> None:
-    """Header line and body to a temp file renamed over ``path`` (atomic; no fsync: an index
-    lost in a crash is built again)."""
-    head = {"format": FILE_FORMAT, **header, "crc32": f"{zlib.crc32(body):08x}"}
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(json.dumps(head, separators=(",", ":"), ensure_ascii=True).encode() + b"\n")
-            out.write(body)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
+    """Header line and body over ``path`` (atomic; no fsync: an index lost in a crash is built
+    again)."""
+    write_checked(path, FILE_FORMAT, header, body)
 
 
 def load_file(path: Path) -> tuple[dict[str, Any], TextIndex]:
     """A file's header and its namespace's index; ValueError (or OSError) if it is damaged."""
-    data = path.read_bytes()
-    line, sep, body = data.partition(b"\n")
-    try:
-        header = json.loads(line) if sep else None
-    except ValueError:
-        header = None
-    if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
-        raise ValueError("no keyword index header")
-    if header.get("crc32") != f"{zlib.crc32(body):08x}":
-        raise ValueError(f"checksum mismatch over its {len(body)} index bytes")
+    header, body = read_checked(path, FILE_FORMAT, "keyword index", "index")
     for name, kind in _HEADER:
         value = header.get(name)
         if not isinstance(value, kind) or isinstance(value, bool):
