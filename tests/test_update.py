@@ -39,6 +39,9 @@ GOOD_APPLE = traj(
     ["take apple", "clean apple in sink", "go to fridge", "open fridge", "put apple in fridge"],
     True,
 )
+GOOD_MUG = traj(
+    MUG, ["take mug", "clean mug in sink", "go to fridge", "open fridge", "put mug in fridge"], True
+)
 FAILED_LAMP = traj(LAMP, ["go to study", "look", "press lamp"], False)
 
 
@@ -115,7 +118,7 @@ def test_adjustment_writes_tip_about_task_and_retrieved_and_a_corrected_procedur
     mem: GraphMemory, namespace: str
 ) -> None:
     failing = mem.update(namespace, FAILED_MUG, strategy="vanilla").built
-    good = mem.update(namespace, GOOD_APPLE, strategy="vanilla").built
+    good = mem.update(namespace, GOOD_MUG, strategy="vanilla").built
     assert failing is not None and good is not None
     episode = failed_episode(mem, namespace, MUG)
     retrieved = {e.dst for e in mem.store.edges(namespace, episode, kinds=[EdgeKind.RETRIEVED])}
@@ -124,10 +127,10 @@ def test_adjustment_writes_tip_about_task_and_retrieved_and_a_corrected_procedur
 
     out = mem.update(namespace, FAILED_MUG, strategy="adjustment", episode_id=episode)
 
-    # The reflection was grounded in the successful apple procedure (the first divergence).
+    # The reflection was grounded in the successful mug procedure (the first divergence).
     assert out.reference_id == good.procedure.id
     (tip,) = out.tips
-    assert tip.polarity.value == "prefer" and "take apple" in tip.text
+    assert tip.polarity.value == "prefer" and "take mug" in tip.text
     about = {e.dst for e in mem.store.edges(namespace, tip.id, kinds=[EdgeKind.ABOUT])}
     assert about == {failing.task.id, failing.procedure.id, good.procedure.id}
     # One corrected procedure, a new version of the failing one, with the reference's steps.
@@ -137,7 +140,7 @@ def test_adjustment_writes_tip_about_task_and_retrieved_and_a_corrected_procedur
     assert isinstance(proc, Procedure) and proc.version == failing.procedure.version + 1
     assert proc.source == "adjustment" and proc.key == failing.procedure.key
     assert proc.script and tip.text in proc.script
-    assert actions(mem, namespace, proc.id) == [s["action"] for s in GOOD_APPLE["steps"]]
+    assert actions(mem, namespace, proc.id) == [s["action"] for s in GOOD_MUG["steps"]]
     (evolved,) = mem.store.edges(namespace, proc.id, kinds=[EdgeKind.EVOLVED_FROM])
     assert evolved.dst == failing.procedure.id
     assert evolved.props["change"] and evolved.props["at"]
@@ -146,8 +149,33 @@ def test_adjustment_writes_tip_about_task_and_retrieved_and_a_corrected_procedur
     assert not old.obsolete and actions(mem, namespace, old.id) == FAILED_MUG_ACTIONS
     after = counts(mem, namespace)
     assert after["Tip"] == before["Tip"] + 1 and after["Procedure"] == before["Procedure"] + 1
-    assert after["Step"] == before["Step"] + len(GOOD_APPLE["steps"])
+    assert after["Step"] == before["Step"] + len(GOOD_MUG["steps"])
     assert after["Task"] == before["Task"]  # the mug task existed (vanilla built it)
+
+
+def test_a_correction_never_takes_another_tasks_steps(mem: GraphMemory, namespace: str) -> None:
+    """The only successful reference solved another task (an apple, not a mug): the failing
+    mug procedure gets a tip, and a version of it holds none of the apple's steps."""
+    failing = mem.update(namespace, FAILED_MUG, strategy="vanilla").built
+    good = mem.update(namespace, GOOD_APPLE, strategy="vanilla").built
+    assert failing is not None and good is not None
+    episode = failed_episode(mem, namespace, MUG)
+
+    out = mem.update(namespace, FAILED_MUG, strategy="adjustment", episode_id=episode)
+
+    assert out.reference_id == good.procedure.id  # the reflection still compares with it
+    assert out.tips
+    for fix in out.adjusted:
+        steps = actions(mem, namespace, fix.procedure.id)
+        assert not any("apple" in a for a in steps), steps
+        assert set(steps) <= set(FAILED_MUG_ACTIONS)
+    if failing.procedure.id in out.not_corrected:
+        assert "another task" in out.not_corrected[failing.procedure.id]
+    # The apple procedure is not given the mug's steps either.
+    versions = mem.store.edges(
+        namespace, good.procedure.id, direction="in", kinds=[EdgeKind.EVOLVED_FROM]
+    )
+    assert versions == []
 
 
 FAILED_MUG_ACTIONS = [s["action"] for s in FAILED_MUG["steps"]]

@@ -53,6 +53,7 @@ from graphmem.models import (
 from graphmem.ops.build import BuildResult, build, procedure_chain, trajectory_hash
 from graphmem.ops.episodes import credited_memory_ids
 from graphmem.ops.obsolescence import Demotion, Supersession, demote, validate_replacements
+from graphmem.ops.similarity import cosine
 
 if TYPE_CHECKING:
     from graphmem.ops.context import MemoryContext
@@ -364,10 +365,14 @@ def _corrected_steps(
         steps = [TrajectoryStep(action=a) for a in reflection.corrected_steps]
         return steps, True, 0.0, f"corrected steps from reflection by {produced.created_by}"
     earlier = reference is not None and reference.id in _ancestors(mem, namespace, proc.id)
+    # A version of a procedure keeps to its own task cluster: another task's steps would make
+    # it a procedure of that task.
+    foreign = reference is not None and not same_task_cluster(mem, proc, reference)
     if (
         reference is not None
         and reference_steps
         and not earlier
+        and not foreign
         and not _same_source(mem, namespace, proc, reference)
     ):
         return reference_steps, True, reference.reward, f"steps of successful {reference.id}"
@@ -378,6 +383,11 @@ def _corrected_steps(
         )
         what = f": '{_flat(failed.action)}' failed" if failed is not None else ""
         return cut, False, traj.reward, f"cut after step {len(cut)}{what}"
+    if foreign and reference is not None:
+        return (
+            f"the successful reference {reference.id} solved another task "
+            f"('{_flat(reference.task_text)[:60]}'): a version keeps to its own task cluster"
+        )
     if earlier:
         return (
             "the successful procedure the attempt was compared with is an earlier version of it: "
@@ -391,6 +401,17 @@ def _corrected_steps(
     if proc.success:
         return "no successful procedure of a similar task differs from it to correct it from"
     return "the reflection located no step to cut the failed attempt at"
+
+
+def same_task_cluster(mem: MemoryContext, proc: Procedure, other: Procedure) -> bool:
+    """Whether ``other`` solved a task of ``proc``'s task cluster: the same task text, or keys
+    at least ``RetrievalConfig.cluster_sim`` similar. A procedure's new version takes steps
+    only from its own cluster: another task's steps would make it a procedure of that task."""
+    if _norm(proc.task_text) == _norm(other.task_text):
+        return True
+    if proc.embedding is None or other.embedding is None:
+        return False
+    return cosine(proc.embedding, other.embedding) >= mem.config.retrieval.cluster_sim
 
 
 def _ancestors(
