@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -72,11 +73,19 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(
-        self, model_path: str | None = None, *, device: str = "cpu", batch_size: int = 64
+        self,
+        model_path: str | None = None,
+        *,
+        device: str = "cpu",
+        batch_size: int = 64,
+        threads: int | None = None,
     ) -> None:
+        if threads is not None and (isinstance(threads, bool) or not 1 <= threads <= 256):
+            raise ConfigError(f"threads is a count from 1 to 256 or None, got {threads!r}")
         self._model_path = model_path
         self._device = device
         self._batch_size = batch_size
+        self._threads = threads
         self._model: Any = None
         self._dimension: int | None = None
         self._lock = threading.Lock()
@@ -123,6 +132,8 @@ class SentenceTransformerEmbedder:
         if not items:
             return np.zeros((0, self.dimension), dtype=np.float32)
         model = self._load()
+        if self._device == "cpu":
+            _use_threads(self._threads or auto_threads(len(items)))
         vectors = model.encode(
             items,
             batch_size=self._batch_size,
@@ -131,6 +142,40 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+SMALL_BATCH = 16
+"""Batches of fewer texts than this are embedded on one CPU thread (see :func:`auto_threads`)."""
+
+_THREADS: list[int] = []
+
+
+def auto_threads(n_texts: int) -> int:
+    """The CPU threads torch gets to embed ``n_texts`` texts: one for a small batch, every
+    core (at most 8) for a large one.
+
+    One text is too little work to share: on 2 cores all-MiniLM-L6-v2 embedded one short text
+    in 15 ms on one thread and 37 ms on two, and with the cores busy in 110 ms against 576 ms
+    (the threads wait on each other, so a busy machine slowed it tenfold). A batch of 256
+    shares well: 3.0 ms a text on two threads, 5.7 on one (23 and 49 ms busy).
+    """
+    if n_texts < SMALL_BATCH:
+        return 1
+    if hasattr(os, "sched_getaffinity"):
+        cores = len(os.sched_getaffinity(0))
+    else:  # macOS, Windows
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+def _use_threads(n: int) -> None:
+    """Set torch's intra-op thread count to ``n`` (a call only when it changes)."""
+    if _THREADS and _THREADS[0] == n:
+        return
+    import torch
+
+    torch.set_num_threads(n)
+    _THREADS[:] = [n]
 
 
 _TOKEN = re.compile(r"[a-z0-9]+")

@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from graphmem.models import CreditPolicy, Episode, Note, Task
     from graphmem.ops.build import BuildResult
     from graphmem.ops.consolidation import ConsolidationResult
+    from graphmem.ops.distill import Distiller
     from graphmem.ops.episodes import EpisodeOutcome, QChange
     from graphmem.ops.evolve import EvolutionResult
     from graphmem.ops.explain import EpisodeReport
     from graphmem.ops.history import History
+    from graphmem.ops.ingest import NoteInput
     from graphmem.ops.retention import RetentionResult
     from graphmem.ops.retrieve import Retrieval
     from graphmem.ops.update import UpdateResult
@@ -50,10 +52,14 @@ class GraphMemory:
         embedder: Embedder | None = None,
         llm: MemoryLLM | None = None,
         config: MemoryConfig | None = None,
+        distiller: Distiller | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder if embedder is not None else default_embedder()
         self.llm = llm
+        self.distiller = distiller
+        """What turns a trajectory into notes (:mod:`graphmem.ops.distill`); None: the LLM
+        layer, with its offline rule as the fallback."""
         self.config = config if config is not None else MemoryConfig()
         self._dimension_checked = False
         self._identity: EmbedderRecord | None = None
@@ -145,6 +151,36 @@ class GraphMemory:
         self._retain(namespace)
         return note
 
+    def add_notes(
+        self, namespace: str, notes: Sequence[NoteInput], *, evolve: bool = False
+    ) -> list[Note]:
+        """Store many notes at once: each a text or a dict of ``content`` and the fields
+        :meth:`add_note` takes (``valid_at``, ``tags``, ``source_ref``, ...). Returns the notes
+        in the order given (a repeated or already stored content gives the note that holds it).
+
+        One embedding batch and one atomic store write for the whole list; every item is
+        checked first, and a bad one raises naming its position (``notes[3]: ...``) with
+        nothing written (:mod:`graphmem.ops.ingest`). ``evolve=True`` then links the new notes
+        to their neighbours, as :meth:`add_note` does.
+        """
+        from graphmem.ops.ingest import add_notes
+
+        namespace = Namespace(namespace)
+        out, written = add_notes(self, namespace, notes)
+        if evolve and written:
+            from graphmem.errors import LLMError
+            from graphmem.ops.evolve import evolve_many
+
+            try:
+                evolve_many(self, namespace, written)
+            except LLMError:
+                # fallback=False means all of it or nothing: the notes this call stored go too.
+                if self.llm is not None and not self.llm.fallback:
+                    self.store.delete(namespace, written)
+                raise
+        self._retain(namespace)
+        return out
+
     def _has_note(self, namespace: str, content: str) -> bool:
         from graphmem.models import MemoryKind, content_hash
 
@@ -174,6 +210,32 @@ class GraphMemory:
             evolve_many(self, namespace, [result.procedure.id])
         self._retain(namespace)
         return result
+
+    def build_many(
+        self,
+        namespace: str,
+        trajectories: Sequence[Trajectory | dict[str, Any]],
+        *,
+        granularity: Granularity | str | None = None,
+        key_mode: KeyMode | str | None = None,
+        evolve: bool = False,
+    ) -> list[BuildResult]:
+        """:meth:`build` for many trajectories: one embedding batch and one atomic store
+        write; every trajectory is checked first and a bad one raises naming its position
+        with nothing written (:func:`graphmem.ops.ingest.build_many`). Results in order."""
+        from graphmem.ops.ingest import build_many
+
+        namespace = Namespace(namespace)
+        results = build_many(
+            self, namespace, trajectories, granularity=granularity, key_mode=key_mode
+        )
+        if evolve:
+            from graphmem.ops.evolve import evolve_many
+
+            fresh = [r.procedure.id for r in results if not r.deduplicated]
+            evolve_many(self, namespace, fresh)
+        self._retain(namespace)
+        return results
 
     # ---- retrieve and learn (graphmem.ops.retrieve, graphmem.ops.episodes) ----------------------
 
