@@ -3,7 +3,7 @@ dependency; this follows its ``BM25Okapi``: k1 = 1.5, b = 0.75, and an idf floor
 ε · mean idf for terms in more than half the documents, ε = 0.25).
 
 Texts are cut into words as graphmem's keyword search cuts them
-(:func:`graphmem.stores.embedded.fulltext.tokens`), so the baseline and the library read the
+(:func:`graphmem.stores.words.tokens`), so the baseline and the library read the
 same words.
 
 >>> BM25(["the cat sat", "a dog ran", "a bird flew", "the dog swam"]).ranking("dog swam")
@@ -16,7 +16,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from graphmem.stores.embedded.fulltext import tokens
+from graphmem.stores.words import tokens
 
 
 class BM25:

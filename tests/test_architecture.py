@@ -143,6 +143,30 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
     assert not upward, "\n".join(upward)
 
 
+STORE_PACKAGES = ("graphmem.stores.embedded", "graphmem.stores.neo4j")
+"""The stores under the contract; what they share (the contract, its words and text index) sits
+in ``graphmem/stores/`` beside ``base.py``."""
+
+
+def _store_of(module: str) -> str | None:
+    return next((p for p in STORE_PACKAGES if module == p or module.startswith(p + ".")), None)
+
+
+def test_no_store_imports_another_and_the_contract_imports_none() -> None:
+    """A store reads the contract's modules, never another store's; the contract's modules
+    (``stores/base.py`` and its neighbours) import no store."""
+    crossing = [
+        f"{module}:{line} imports {target}"
+        for module in PACKAGE_MODULES
+        if module.startswith("graphmem.stores.")
+        for target, line in imports_of(module)
+        if _store_of(target) is not None and _store_of(target) != _store_of(module)
+    ]
+    assert not crossing, "\n".join(crossing)
+    assert _store_of("graphmem.stores.neo4j.ops") == "graphmem.stores.neo4j"
+    assert _store_of("graphmem.stores.words") is None
+
+
 def test_the_package_imports_no_top_level_folder() -> None:
     """The wheel ships ``graphmem`` only: an import of ``flows``, ``bench`` or ``tests`` from it
     works in the checkout and fails once installed."""
@@ -265,6 +289,21 @@ def test_pre_release_module_paths_are_gone(old: str) -> None:
 
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)
+
+
+def test_the_old_home_of_the_words_still_answers_with_a_warning() -> None:
+    """Keyword search's words and index left ``stores/embedded/fulltext.py`` for the contract's
+    side (issue 54); the old names resolve, with a DeprecationWarning, for one release."""
+    from graphmem.stores import text_index, words
+    from graphmem.stores.embedded import fulltext
+
+    with pytest.warns(DeprecationWarning, match="moved to graphmem.stores.words.query_terms"):
+        assert fulltext.query_terms is words.query_terms
+    with pytest.warns(DeprecationWarning, match="graphmem.stores.text_index.TextIndex"):
+        from graphmem.stores.embedded.fulltext import TextIndex
+    assert TextIndex is text_index.TextIndex
+    with pytest.raises(AttributeError):
+        fulltext.no_such_name  # noqa: B018
 
 
 def test_the_game_step_is_an_example_not_a_memory_operation() -> None:

@@ -13,12 +13,13 @@ from conftest import drop_namespaces
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.models import Edge, EdgeKind
 from graphmem.ops.fusion import rrf
+from graphmem.stores import text_index
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
-from graphmem.stores.embedded import fulltext as _fulltext
 from graphmem.stores.embedded import store as embedded_store
 from graphmem.stores.embedded.check import check_store
-from graphmem.stores.embedded.fulltext import TEXT_FIELDS, TextIndex, lucene_query, query_terms
+from graphmem.stores.text_index import TextIndex
+from graphmem.stores.words import MAX_QUERY_TERMS, TEXT_FIELDS, lucene_query, query_terms
 from graphmem.testing import note, vec
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "002_indexes.cypher"
@@ -44,7 +45,7 @@ def test_lucene_query_escapes_every_special_character() -> None:
     # Terms are lower-case words: never an operator, never a wildcard.
     assert query_terms("Who AND What OR NOT *:* x?") == ["who", "and", "what", "or", "not", "x"]
     assert query_terms("pi is 3.14, don't e-mail") == ["pi", "is", "3.14", "don't", "e", "mail"]
-    assert len(query_terms(" ".join(f"w{i}" for i in range(500)))) == _fulltext.MAX_QUERY_TERMS
+    assert len(query_terms(" ".join(f"w{i}" for i in range(500)))) == MAX_QUERY_TERMS
 
 
 def test_rrf_sums_weighted_reciprocal_ranks() -> None:
@@ -110,7 +111,7 @@ def test_store_check_verifies_the_keyword_index(
 
 
 def test_common_terms_are_left_out_of_large_namespaces(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_fulltext, "MIN_PRUNED_POSTINGS", 3)
+    monkeypatch.setattr(text_index, "MIN_PRUNED_POSTINGS", 3)
     index = TextIndex()
     memories = [note("ns", f"n{i}", f"the report number {i}", vec(4, 1)) for i in range(20)]
     memories.append(note("ns", "x", "the zebra report", vec(4, 1)))
@@ -118,7 +119,7 @@ def test_common_terms_are_left_out_of_large_namespaces(monkeypatch: pytest.Monke
     # "the" and "report" are in every memory: only "zebra" is searched.
     assert [i for i, _ in index.search("ns", ["the", "report", "zebra"], 5)] == ["x"]
     assert index.search("ns", ["the", "report"], 5) == []
-    monkeypatch.setattr(_fulltext, "MIN_PRUNED_POSTINGS", 2000)
+    monkeypatch.setattr(text_index, "MIN_PRUNED_POSTINGS", 2000)
     assert len(index.search("ns", ["the", "report"], 5)) == 5
 
 

@@ -295,13 +295,13 @@ class MemoryStore(ABC):
         """Top-k memories of the namespace by keyword relevance (BM25) to ``query``, best
         first, ties by id: the full-text channel of hybrid recall.
 
-        A memory matches when its text (``graphmem.stores.embedded.fulltext.TEXT_FIELDS``) holds any
+        A memory matches when its text (``graphmem.stores.words.TEXT_FIELDS``) holds any
         of the query's words; the query is plain text, never query syntax. Obsolete memories
         are skipped unless asked for. Written here as a scan of the namespace; the built-in
         stores answer it from a full-text index (Neo4j's ``memory_text``, the embedded store's
-        in-memory inverted index, ``graphmem.stores.embedded.fulltext``).
+        in-memory inverted index, ``graphmem.stores.text_index``).
         """
-        from graphmem.stores.embedded.fulltext import rank_text
+        from graphmem.stores.text_index import rank_text
 
         check_text_query(query, k)
         wanted = None if kinds is None else [MemoryKind(x).value for x in kinds]

@@ -16,7 +16,6 @@ from graphmem.errors import GraphmemError, InvalidInput, StoreError
 from graphmem.stores.embedded import ann as _ann
 from graphmem.stores.embedded.ann import AnnGraph
 from graphmem.stores.embedded.ann_files import graph_files, load_graph
-from graphmem.stores.embedded.fulltext import TextIndex, entry_of
 from graphmem.stores.embedded.fulltext_files import check_files as check_text_files
 from graphmem.stores.embedded.fulltext_files import files_to_check as text_files_to_check
 from graphmem.stores.embedded.journal import (
@@ -32,6 +31,7 @@ from graphmem.stores.embedded.journal import (
 from graphmem.stores.embedded.packed import unpack
 from graphmem.stores.embedded.sqlite_log import SqliteJournal, is_sqlite_store
 from graphmem.stores.embedded.state import GraphState, decode_change, decode_line
+from graphmem.stores.text_index import TextIndex, entry_of
 
 
 def log_damage(wal: Path, offset: int, reason: str) -> str:

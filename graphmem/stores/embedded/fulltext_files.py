@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from graphmem.stores.embedded.fulltext import TextIndex
 from graphmem.stores.embedded.index_files import read_checked, write_checked
 from graphmem.stores.embedded.journal import crc32_hex
 from graphmem.stores.embedded.state import GraphState
+from graphmem.stores.text_index import TextIndex
 
 log = logging.getLogger(__name__)
 

@@ -23,11 +23,11 @@ from graphmem.errors import GraphmemError, StoreError
 from graphmem.models import AnyMemory, Edge, EdgeKind, MemoryKind, Namespace, memory_from_dict
 from graphmem.stores.base import ABOUT_KINDS, OWNED_BY, Direction
 from graphmem.stores.embedded.ann import AnnGraph
-from graphmem.stores.embedded.fulltext import TextIndex
 from graphmem.stores.embedded.graph import PackedGraph
 from graphmem.stores.embedded.packed import pack, pack_edge, packed_kind, unpack, unpack_edge
 from graphmem.stores.embedded.recent_floats import RecentFloats
 from graphmem.stores.embedded.vectors import Vector, VectorIndex, row_floats
+from graphmem.stores.text_index import TextIndex
 
 
 @dataclass(frozen=True)

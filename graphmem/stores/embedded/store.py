@@ -100,7 +100,6 @@ from graphmem.stores.embedded.ann import AnnGraph
 from graphmem.stores.embedded.ann_files import read_graphs, save_graphs
 from graphmem.stores.embedded.check import corrupt_log_message, load_snapshot_state
 from graphmem.stores.embedded.compaction import CompactionBackoff
-from graphmem.stores.embedded.fulltext import query_terms
 from graphmem.stores.embedded.fulltext_files import PendingText
 from graphmem.stores.embedded.fulltext_files import read_indexes as read_text_indexes
 from graphmem.stores.embedded.fulltext_files import save_indexes as save_text_indexes
@@ -115,6 +114,7 @@ from graphmem.stores.embedded.state import (
     node_record,
 )
 from graphmem.stores.embedded.vectors import DEFAULT_ANN_THRESHOLD, Vector, as_float32
+from graphmem.stores.words import query_terms
 
 log = logging.getLogger(__name__)
 
@@ -772,7 +772,7 @@ class EmbeddedStore(MemoryStore):
         include_obsolete: bool = False,
     ) -> list[TextRecall]:
         """Top-k memories by keyword relevance (BM25 on an in-memory index), best first; see
-        :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores.embedded.fulltext`."""
+        :meth:`MemoryStore.recall_text` and :mod:`graphmem.stores.text_index`."""
         check_text_query(query, k)
         kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
         terms = query_terms(query)

@@ -603,7 +603,7 @@ SET r.used = true
 # The full-text index holds every namespace, in Lucene's BM25 order: ask it for its
 # `$candidates` best (a limit lets Lucene keep only a top list instead of ranking every match),
 # keep this namespace's live memories of these kinds, the first k of them; `raw` tells the caller
-# whether the index ran dry. `$query` is built by graphmem.stores.embedded.fulltext.lucene_query
+# whether the index ran dry. `$query` is built by graphmem.stores.words.lucene_query
 # (escaped words, never syntax from user text).
 TEXT_RECALL_TOP: Final = """
 CALL db.index.fulltext.queryNodes($index, $query, {limit: $candidates}) YIELD node, score

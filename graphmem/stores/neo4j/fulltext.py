@@ -1,9 +1,9 @@
 """Keyword recall on Neo4j: the ``memory_text`` full-text index (Lucene, BM25) scoped like recall.
 
 ``graphmem schema apply`` creates the index (``schemas/002_indexes.cypher``) over the fields in
-:data:`graphmem.stores.embedded.fulltext.TEXT_FIELDS`. :func:`recall_text` asks it with
+:data:`graphmem.stores.words.TEXT_FIELDS`. :func:`recall_text` asks it with
 ``db.index.fulltext.queryNodes`` for the query's words (escaped by
-:func:`~graphmem.stores.embedded.fulltext.lucene_query`, so user text is never Lucene syntax), at
+:func:`~graphmem.stores.words.lucene_query`, so user text is never Lucene syntax), at
 most
 :func:`text_candidates` of them (a limit lets Lucene keep a top list instead of ranking every
 match), and keeps the namespace's live memories of the kinds asked, the first k, each row saying
@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 from graphmem.errors import InvalidInput, StoreError
 from graphmem.models import MemoryKind, check_vector, construct
 from graphmem.stores.base import Recall, TextRecall, check_text_query
-from graphmem.stores.embedded.fulltext import TEXT_FIELDS, lucene_query, query_terms, rank_text
 from graphmem.stores.neo4j import cypher, recall
 from graphmem.stores.neo4j import rows as mapping
 from graphmem.stores.neo4j.rows import read_memory
 from graphmem.stores.neo4j.tx import Tx, single
+from graphmem.stores.text_index import rank_text
+from graphmem.stores.words import TEXT_FIELDS, lucene_query, query_terms
 
 log = logging.getLogger(__name__)
 
