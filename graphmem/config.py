@@ -99,6 +99,15 @@ class RetrievalConfig(GraphmemModel):
         "credited); the others are reported as withheld (docs/design.md, Abstention). Off by "
         "default: on the mixed stream it changed nothing on dev and cost 1 point held out.",
     )
+    choose_kinds: bool = Field(
+        default=False,
+        description="Utility chooses the kind per task cluster: the candidates of each kind "
+        "in ``utility_kinds`` are judged together (their credited rewards pooled) against the "
+        "baseline of the query's task cluster, and a kind expected to do worse than acting "
+        "without memory is withheld as a whole; the places go to the other kinds (nothing is "
+        "handed over where no kind beats the baseline). Shares abstention's probes, margin, z "
+        "and cluster settings (docs/design, Abstention).",
+    )
     abstain_z: float = Field(
         default=0.0,
         ge=-5.0,
@@ -278,6 +287,19 @@ class EvolutionConfig(GraphmemModel):
     max_llm_calls: int = Field(default=2, ge=0, description="LLM calls per evolved memory.")
     max_updates: int = Field(
         default=3, ge=0, le=100, description="Neighbours refreshed (as new versions) per memory."
+    )
+
+
+class DistillConfig(GraphmemModel):
+    """Distillation (:mod:`graphmem.ops.distill`): notes about subjects from every episode."""
+
+    enabled: bool = Field(
+        default=True,
+        description="build and update turn each trajectory into notes too (one live note per "
+        "subject, versioned as episodes teach more); the offline rule reads step rewards only.",
+    )
+    max_subjects: int = Field(
+        default=20, ge=0, le=1000, description="Subjects one episode may write notes about."
     )
 
 
@@ -471,6 +493,10 @@ class MemoryConfig(GraphmemModel):
     retention: RetentionConfig = Field(
         default_factory=RetentionConfig,
         description="A capacity per namespace and what is evicted (off by default).",
+    )
+    distill: DistillConfig = Field(
+        default_factory=DistillConfig,
+        description="Notes distilled from every episode beside its procedure (on by default).",
     )
     consolidation: ConsolidationConfig = Field(
         default_factory=ConsolidationConfig,

@@ -697,6 +697,12 @@ class TrajectoryStep(GraphmemModel):
     thought: str = ""
     action: str
     observation: str = ""
+    reward: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        description="The reward this step earned, if the environment gives one per step "
+        "(distillation reads it: an action that earned or cost reward is a fact).",
+    )
 
     @field_validator("action")
     @classmethod

@@ -65,7 +65,7 @@ CONTEXT_TOKENS = 4096
 ALL_FORMATS = ("json_schema", "tools", "json_object")
 
 _OP = re.compile(r"graphmem op: (\w+)")
-_ACTION = re.compile(r"action: (.*?)(?: \| observation: |$)", re.MULTILINE)
+_ACTION = re.compile(r"action: (.*?)(?: \| (?:observation|reward): |$)", re.MULTILINE)
 _WORD = re.compile(r"[A-Za-z]{4,}")
 
 
@@ -85,6 +85,14 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
         actions = list(dict.fromkeys(a.strip() for a in _ACTION.findall(user)))
         kept = list(dict.fromkeys(actions[:4] + actions[-1:]))  # the last one finished the task
         return {"steps": [f"stub: {a}" for a in kept] or ["stub: act"], "notes": ""}
+    if op == "distill_knowledge":
+        actions = list(dict.fromkeys(a.strip() for a in _ACTION.findall(user)))
+        return {
+            "notes": [
+                {"subject": a.split()[-1], "facts": [f"stub fact: {a} works"], "retracts": []}
+                for a in actions[:2]
+            ]
+        }
     if op == "reflect":
         actions = [a.strip() for a in _ACTION.findall(user)]
         return {

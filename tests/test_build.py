@@ -202,7 +202,8 @@ def test_build_through_chat_openai(stub: OpenAIStub, store: MemoryStore, ns: str
     llm = stub_llm(stub)
     mem = GraphMemory(store, embedder=HashingEmbedder(384), llm=llm)
     result = mem.build(ns, trajectory(20), key_mode="keywords")
-    assert stub.ops() == ["extract_keywords", "distill_script"]
+    # One more call distils the episode's facts into notes (their keywords: offline rules).
+    assert stub.ops() == ["extract_keywords", "distill_script", "distill_knowledge"]
     top, traj = result.procedures
     assert top.script is not None and top.script.startswith("1. stub: go to cabinet 0")
     assert result.task.key.startswith("stubkey, ")
@@ -210,9 +211,15 @@ def test_build_through_chat_openai(stub: OpenAIStub, store: MemoryStore, ns: str
     assert top.key == traj.key == result.task.key
     # The model wrote the key and the script; the steps are the trajectory's own words.
     by = {m.kind: m.created_by for m in store.iter_nodes(ns)}
-    assert by == {"Task": "stub-model", "Procedure": "stub-model", "Step": "fallback"}
-    assert llm.usage.calls == 2 and llm.usage.failures == 0
-    assert kinds(store, ns) == {"Task": 1, "Procedure": 2, "Step": 20}
+    assert by == {
+        "Task": "stub-model",
+        "Procedure": "stub-model",
+        "Step": "fallback",
+        "Note": "stub-model",
+    }
+    assert llm.usage.calls == 3 and llm.usage.failures == 0
+    assert result.notes and all(n.content.startswith("Facts about ") for n in result.notes)
+    assert kinds(store, ns) == {"Task": 1, "Procedure": 2, "Step": 20, "Note": len(result.notes)}
 
 
 def test_build_falls_back_when_the_model_keeps_failing(
@@ -236,7 +243,7 @@ def test_llm_calls_per_build_are_capped(stub: OpenAIStub, store: MemoryStore, ns
     mem = GraphMemory(store, embedder=HashingEmbedder(384), llm=llm, config=MemoryConfig())
     mem.build(ns, trajectory(4), key_mode="keywords")
     assert len(stub.requests) == mem.config.max_llm_calls == 4  # 3 keyword tries + 1 script
-    assert llm.usage.fallbacks == 2
+    assert llm.usage.fallbacks == 3  # keywords, script, and the notes: no call was left
 
 
 # ---- deduplication -----------------------------------------------------------------------

@@ -260,7 +260,7 @@ def test_model_reflection_gives_the_corrected_steps(store: MemoryStore, namespac
     seen = copy.deepcopy(FAILED_LAMP)
     seen["steps"][1]["observation"] = "You see a lamp on the desk and a switch by the door."
     out = mem.update(namespace, seen, strategy="adjustment", episode_id=episode)
-    assert llm.usage.calls == 1
+    assert llm.usage.calls == 2  # the reflection, then the facts the failure taught
     (tip,) = out.tips
     assert tip.text == reply["tip"] and tip.created_by == "fake-model"
     (fix,) = out.adjusted
@@ -292,7 +292,8 @@ def test_reflection_respects_the_llm_call_budget(store: MemoryStore, namespace: 
         store, embedder=HashingEmbedder(384), llm=llm, config=MemoryConfig(max_llm_calls=2)
     )
     out = mem.update(namespace, FAILED_LAMP, strategy="adjustment")
-    assert llm.usage.calls == 2 and llm.usage.fallbacks == 1
+    # Reflection and distillation share the budget: no call is left for the second.
+    assert llm.usage.calls == 2 and llm.usage.fallbacks == 2
     assert out.tips[0].created_by == "fallback"
 
 

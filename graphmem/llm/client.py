@@ -40,6 +40,7 @@ from graphmem.llm.output import (
 )
 from graphmem.llm.parsing import InvalidOutput, parse_json_object
 from graphmem.llm.schemas import (
+    Distilled,
     LinkDecisions,
     Neighbour,
     NoteFields,
@@ -316,6 +317,23 @@ class MemoryLLM:
             Script,
             budget,
             check=checks.script_check(task, [s.action for s in steps], success),
+        )
+
+    def distill_knowledge(
+        self,
+        task: str,
+        steps: Sequence[TrajectoryStep],
+        success: bool,
+        *,
+        budget: CallBudget | None = None,
+    ) -> Distilled:
+        """The facts an episode taught, by subject (graphmem.ops.distill)."""
+        return self.structured(
+            "distill_knowledge",
+            prompts.DISTILL_KNOWLEDGE,
+            prompts.distill_knowledge_user(task, steps, success),
+            Distilled,
+            budget,
         )
 
     def reflect(

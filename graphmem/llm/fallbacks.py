@@ -18,6 +18,8 @@ from difflib import SequenceMatcher
 
 from graphmem.keywords import extract_keywords
 from graphmem.llm.schemas import (
+    Distilled,
+    KnowledgeItem,
     LinkChoice,
     LinkDecisions,
     Neighbour,
@@ -111,6 +113,69 @@ def script(task: str, steps: Sequence[TrajectoryStep], success: bool) -> Script:
         last = " ".join(steps[-1].action.split()) if steps else "(nothing)"
         notes = f"this sequence did not complete the task; it ended with '{last}'."
     return Script(steps=out, notes=notes)
+
+
+_PREPOSITIONS = frozenset(
+    [
+        "in",
+        "into",
+        "on",
+        "onto",
+        "to",
+        "with",
+        "from",
+        "at",
+        "under",
+        "inside",
+        "through",
+        "over",
+        "for",
+        "using",
+    ]
+)
+EARNED = "earned reward"
+COST = "cost reward"
+
+
+def action_subject(action: str) -> str:
+    """What an action acts on: the words after its verb, up to a preposition.
+
+    >>> action_subject("put red apple in fridge"), action_subject("look")
+    ('red apple', 'look')
+    """
+    words = action.split()
+    taken: list[str] = []
+    for word in words[1:]:
+        if word.lower() in _PREPOSITIONS:
+            break
+        taken.append(word)
+    return " ".join(taken or words[:1])
+
+
+def knowledge(task: str, steps: Sequence[TrajectoryStep], success: bool) -> Distilled:
+    """The offline rule of :mod:`graphmem.ops.distill`: each action whose step earned reward
+    is a fact about what it acted on (``<action>: earned reward``), one that cost reward the
+    opposite, retracting the other. Steps without a reward teach nothing here (a domain's
+    distiller or the LLM layer reads them). ``task`` and ``success`` are not needed: a step's
+    reward says what the action did wherever it is taken.
+
+    >>> from graphmem.models import TrajectoryStep as S
+    >>> out = knowledge("t", [S(action="put mug in sink", reward=-1.0), S(action="look")], False)
+    >>> [(k.subject, k.facts, k.retracts) for k in out.notes]
+    [('mug', ['put mug in sink: cost reward'], ['put mug in sink: earned reward'])]
+    """
+    del task, success
+    items: dict[str, KnowledgeItem] = {}
+    for step in steps:
+        if step.reward is None or step.reward == 0:
+            continue
+        action = " ".join(step.action.split())
+        good, bad = (EARNED, COST) if step.reward > 0 else (COST, EARNED)
+        subject = action_subject(action)
+        item = items.setdefault(subject.casefold(), KnowledgeItem(subject=subject))
+        item.facts.append(f"{action}: {good}")
+        item.retracts.append(f"{action}: {bad}")
+    return Distilled(notes=list(items.values()))
 
 
 def _norm(action: str) -> str:

@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from graphmem.errors import LLMError
 from graphmem.llm import fallbacks
-from graphmem.llm.schemas import LinkDecisions, Neighbour, NoteFields, Reflection, Script
+from graphmem.llm.schemas import (
+    Distilled,
+    LinkDecisions,
+    Neighbour,
+    NoteFields,
+    Reflection,
+    Script,
+)
 from graphmem.llm.usage import CallBudget
 from graphmem.models import TrajectoryStep
 
@@ -110,6 +117,21 @@ def distill_script(
         "distill_script",
         lambda m: m.distill_script(task, steps, success, budget=budget),
         lambda: fallbacks.script(task, steps, success),
+    )
+
+
+def distill_knowledge(
+    llm: MemoryLLM | None,
+    task: str,
+    steps: Sequence[TrajectoryStep],
+    success: bool,
+    budget: CallBudget | None = None,
+) -> Produced[Distilled]:
+    return with_fallback(
+        llm,
+        "distill_knowledge",
+        lambda m: m.distill_knowledge(task, steps, success, budget=budget),
+        lambda: fallbacks.knowledge(task, steps, success),
     )
 
 

@@ -46,6 +46,16 @@ put what went wrong in "notes".
 {JSON_ONLY}
 Shape: {{"steps": ["...", "..."], "notes": ""}}"""
 
+DISTILL_KNOWLEDGE = f"""graphmem op: distill_knowledge
+You keep an agent's long-term memory as Zettelkasten notes. From one episode (a task, its steps
+and how it ended), write down the FACTS it taught that will hold in OTHER tasks: where things
+are or belong, what an action needs or does, what earned or cost reward. Group them by subject
+(the thing, place or verb they are about). One short fact per item, stated plainly; no advice
+about this one task, no step-by-step instructions. "retracts" lists facts the episode showed to
+be wrong. Return no notes if it taught nothing that transfers.
+{JSON_ONLY}
+Shape: {{"notes": [{{"subject": "...", "facts": ["..."], "retracts": []}}]}}"""
+
 REFLECT = f"""graphmem op: reflect
 You review a FAILED attempt of an agent and write a short tip for next time.
 If a successful attempt at a similar task is given, find the first step where the failed attempt
@@ -96,6 +106,8 @@ def render_steps(steps: Sequence[TrajectoryStep]) -> str:
         parts.append(f"action: {clip(s.action, per_step)}")
         if s.observation.strip():
             parts.append(f"observation: {clip(s.observation, per_step)}")
+        if s.reward is not None:
+            parts.append(f"reward: {s.reward:g}")
         lines.append(f"[{i}] " + " | ".join(parts))
     return "\n".join(lines)
 
@@ -113,6 +125,10 @@ def distill_script_user(task: str, steps: Sequence[TrajectoryStep], success: boo
     return f"Task: {clip(task, 4000)}\nOutcome: the attempt {outcome}.\nTrajectory:\n" + (
         render_steps(steps) or "(no steps)"
     )
+
+
+def distill_knowledge_user(task: str, steps: Sequence[TrajectoryStep], success: bool) -> str:
+    return distill_script_user(task, steps, success)
 
 
 def reflect_user(

@@ -93,6 +93,33 @@ class Script(LLMOutput):
         return "\n".join(lines)
 
 
+class KnowledgeItem(LLMOutput):
+    """Facts one episode taught about one subject."""
+
+    subject: str = Field(min_length=1, description="What the facts are about.")
+    facts: list[str] = Field(default_factory=list, description="Facts that hold beyond it.")
+    retracts: list[str] = Field(default_factory=list, description="Facts it showed wrong.")
+
+    @field_validator("subject")
+    @classmethod
+    def _subject(cls, v: str) -> str:
+        v = " ".join(v.split())
+        if not v:
+            raise ValueError("a subject must not be empty")
+        return v[:200]
+
+    @field_validator("facts", "retracts")
+    @classmethod
+    def _clean(cls, v: list[str]) -> list[str]:
+        return _clean_lines(v)
+
+
+class Distilled(LLMOutput):
+    """What an episode taught, by subject (A-MEM-style notes distilled from a trajectory)."""
+
+    notes: list[KnowledgeItem] = Field(default_factory=list)
+
+
 class Reflection(LLMOutput):
     """What went wrong in a failed attempt and what to do instead (Mem^p adjustment)."""
 

@@ -173,6 +173,47 @@ def expectations(
     return out
 
 
+def kind_expectations(
+    mem: MemoryContext, candidates: Sequence[AnyMemory], *, source: bool
+) -> list[Expectation]:
+    """Each candidate's kind judged as a whole (``RetrievalConfig.choose_kinds``): the
+    credited rewards of every candidate of that kind pooled (the candidates are the query's
+    neighbours, so this is what that kind of memory earned on tasks like this one), shrunk
+    towards Q0 with the weight of one use. Every candidate of a kind gets its kind's value.
+
+    >>> from types import SimpleNamespace as S
+    >>> from graphmem.config import MemoryConfig
+    >>> ctx = S(config=MemoryConfig())
+    >>> won = S(kind="Note", q=0.55, q_updates=1, reward=0.0)
+    >>> lost = S(kind="Procedure", q=0.45, q_updates=1, reward=0.0)
+    >>> [round(e.value, 3) for e in kind_expectations(ctx, [won, lost, won], source=False)]
+    [0.833, 0.25, 0.833]
+    """
+    c = mem.config
+    pooled: dict[str, tuple[float, float]] = {}
+    for m in candidates:
+        mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
+        total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
+        if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
+            total, n = total + m.reward, n + 1.0
+        t0, n0 = pooled.get(str(m.kind), (0.0, 0.0))
+        pooled[str(m.kind)] = (t0 + total, n0 + n)
+    out: list[Expectation] = []
+    for m in candidates:
+        t, n = pooled[str(m.kind)]
+        out.append(Expectation((t + c.q0) / (n + 1.0), n + 1.0))
+    return out
+
+
+def _below(
+    mem: MemoryContext, e: Expectation, base: Baseline, base_se: float, cfg: RetrievalConfig
+) -> bool:
+    """Whether ``e`` plus ``abstain_z`` standard errors stays below the baseline by more than
+    ``abstain_margin`` (and float noise: a tie is handed over)."""
+    se = math.hypot(spread(mem, e.value) / math.sqrt(e.evidence + 1), base_se)
+    return e.value + cfg.abstain_z * se < base.value - cfg.abstain_margin - _TIE
+
+
 def spread(mem: MemoryContext, value: float) -> float:
     """The standard deviation of one reward whose mean is ``value``, on the success/failure
     scale (a Bernoulli bound, at least 0.1 of the scale)."""
@@ -205,12 +246,12 @@ def withhold(
     valued = [i for i, h in enumerate(hits) if str(h.memory.kind) in kinds]
     if not valued:
         return list(hits), []
-    exp = expectations(
-        mem,
-        [hits[i].memory for i in valued],
-        source="source" in cfg.q_prior,
-        prior_weight=cfg.abstain_prior,
-    )
+    memories = [hits[i].memory for i in valued]
+    source = "source" in cfg.q_prior
+    if cfg.abstain:
+        exp = expectations(mem, memories, source=source, prior_weight=cfg.abstain_prior)
+    else:  # choose_kinds alone: each kind judged as a whole
+        exp = kind_expectations(mem, memories, source=source)
     # Memory is being learned here once the candidates hold enough credited uses; then a
     # cluster with too few no-memory episodes is probed. Without a no-memory episode nothing
     # is judged: there is nothing to compare with.
@@ -228,15 +269,22 @@ def withhold(
                 f"(fewer than {cfg.baseline_probes})"
             )
             continue
-        if not judged:
+        if not judged or not cfg.abstain:  # choose_kinds alone judges kinds, below
             continue
-        se = math.hypot(spread(mem, e.value) / math.sqrt(e.evidence + 1), base_se)
-        # Below by more than float noise (a tie is handed over).
-        if e.value + cfg.abstain_z * se < base.value - cfg.abstain_margin - _TIE:
+        if _below(mem, e, base, base_se, cfg):
             reasons[i] = (
                 f"expected {e.value:.3f} (evidence {e.evidence:.1f}) is below the baseline "
                 f"{base.value:.3f} ({base.episodes} no-memory episodes)"
             )
+    if cfg.choose_kinds and judged and not probing:
+        by_kind = kind_expectations(mem, memories, source=source)
+        for i, e in zip(valued, by_kind, strict=True):
+            if i not in reasons and _below(mem, e, base, base_se, cfg):
+                reasons[i] = (
+                    f"kind {hits[i].memory.kind}: its candidates here are expected to earn "
+                    f"{e.value:.3f} (evidence {e.evidence:.1f}), below the baseline "
+                    f"{base.value:.3f} ({base.episodes} no-memory episodes)"
+                )
     kept: list[Hit] = []
     held: list[Hit] = []
     for i, hit in enumerate(hits):  # the hits are this retrieval's own: set in place
@@ -256,6 +304,7 @@ __all__ = [
     "baseline",
     "expectations",
     "implied_mean",
+    "kind_expectations",
     "record_baseline",
     "task_for",
     "withhold",

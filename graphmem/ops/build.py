@@ -44,6 +44,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.chains import procedure_chain as procedure_chain  # re-exported
+from graphmem.ops.distill import distil, learn
 
 if TYPE_CHECKING:
     from graphmem.ops.context import MemoryContext
@@ -76,6 +77,11 @@ class BuildResult(BaseModel):
     edges: list[Edge]
     deduplicated: bool = Field(
         default=False, description="True if an identical trajectory was stored already."
+    )
+    notes: list[Note] = Field(
+        default_factory=list,
+        description="Notes distilled from the trajectory (graphmem.ops.distill): new notes, "
+        "new versions, or notes that gained evidence.",
     )
     near_duplicates: list[str] = Field(
         default_factory=list, description="Procedures linked LINKS_TO as near-duplicates."
@@ -130,6 +136,7 @@ def build(
     if gran is not Granularity.TRAJECTORY:
         script = ops.distill_script(mem.llm, traj.task, traj.steps, traj.success, budget)
     key = (keyword_key(keywords.value) if keywords else "") or traj.task
+    knowledge, distilled_by = distil(mem, traj, budget) if mem.config.distill.enabled else ([], "")
     vector = mem.embed(key, namespace=namespace)
 
     verbatim = producer(mem.llm)
@@ -208,13 +215,23 @@ def build(
     nodes: list[AnyMemory] = [*([task] if task_is_new else []), *procedures, *steps]
     mem.store.upsert(nodes, edges)
     log.debug("build: %s procedure %s with %d steps", gran.value, top.id, len(steps))
+    consolidated = _consolidated(mem, namespace, top.id, MemoryKind.PROCEDURE)
+    notes = learn(
+        mem,
+        namespace,
+        knowledge,
+        source_ref=source_ref,
+        procedure_id=consolidated or top.id,
+        created_by=distilled_by,
+    )
     return BuildResult(
         task=task,
         procedures=procedures,
         steps=steps,
         edges=edges,
         near_duplicates=[h.memory.id for h in near],
-        consolidated_into=_consolidated(mem, namespace, top.id, MemoryKind.PROCEDURE),
+        consolidated_into=consolidated,
+        notes=notes,
     )
 
 

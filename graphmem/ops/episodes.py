@@ -321,9 +321,10 @@ def finish_episode(
 
 def learns_baseline(mem: MemoryContext, episode: Episode) -> bool:
     """Whether a finished episode that credited nothing counts towards abstention's baseline:
-    when abstention is on in the memory's config or in the retrieval the episode recorded
+    when abstention (or ``choose_kinds``) is on in the memory's config or in the retrieval the
+    episode recorded
     (off by default, so by default finishing an episode writes nothing beyond the credit)."""
-    if mem.config.retrieval.abstain:
+    if mem.config.retrieval.abstain or mem.config.retrieval.choose_kinds:
         return True
     if not episode.retrieval_config:
         return False
@@ -331,7 +332,9 @@ def learns_baseline(mem: MemoryContext, episode: Episode) -> bool:
         recorded = json.loads(episode.retrieval_config)
     except ValueError:
         return False
-    return isinstance(recorded, dict) and recorded.get("abstain") is True
+    return isinstance(recorded, dict) and (
+        recorded.get("abstain") is True or recorded.get("choose_kinds") is True
+    )
 
 
 # ---- history -----------------------------------------------------------------------------

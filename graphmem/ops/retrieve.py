@@ -357,7 +357,11 @@ def retrieve(
         candidates = _similar_candidates(mem.store, namespace, vector, cfg)
 
     # Abstention judges the whole ranked pool: a withheld hit's place goes to the next one.
-    judge = cfg.abstain and cfg.policy is not RetrievePolicy.RANDOM and bool(candidates)
+    judge = (
+        (cfg.abstain or cfg.choose_kinds)
+        and cfg.policy is not RetrievePolicy.RANDOM
+        and bool(candidates)
+    )
     # The graph extends the similarity pool (not a random sample, not a fused hybrid pool).
     expand = cfg.expand != "off" and pool is None and cfg.policy is not RetrievePolicy.RANDOM
     # The query's task cluster, recalled once for abstention's baseline and graph expansion's

@@ -39,6 +39,7 @@ from graphmem.models import (
     KeyMode,
     MemoryKind,
     Namespace,
+    Note,
     Procedure,
     Step,
     Task,
@@ -51,6 +52,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.build import BuildResult, build, procedure_chain, trajectory_hash
+from graphmem.ops.distill import distil_and_learn
 from graphmem.ops.episodes import credited_memory_ids
 from graphmem.ops.obsolescence import Demotion, Supersession, demote, validate_replacements
 from graphmem.ops.similarity import cosine
@@ -96,6 +98,11 @@ class UpdateResult(BaseModel):
         description="Memories demoted (each with its reason); GraphMemory.restore undoes one.",
     )
     skipped: str | None = Field(default=None, description="Why nothing was built or reflected.")
+    notes: list[Note] = Field(
+        default_factory=list,
+        description="Notes distilled from the trajectory (graphmem.ops.distill), whether or "
+        "not it was built: a failure teaches facts too.",
+    )
 
     @property
     def adjusted_procedures(self) -> list[Procedure]:
@@ -124,6 +131,7 @@ def update(
     traj = _trajectory(trajectory)
     retrieved = _retrieved(mem, namespace, episode_id)
     result = UpdateResult(strategy=strat, success=traj.success)
+    budget = CallBudget(mem.config.max_llm_calls)  # reflection and distillation share it
 
     if traj.success or strat is UpdateStrategy.VANILLA:
         if traj.steps:
@@ -133,7 +141,18 @@ def update(
     elif strat is UpdateStrategy.VALIDATION:
         result.skipped = VALIDATION_SKIP
     else:
-        _adjust(mem, namespace, traj, retrieved, episode_id, result)
+        _adjust(mem, namespace, traj, retrieved, episode_id, result, budget)
+    if result.built is not None:
+        result.notes = result.built.notes
+    elif traj.steps:  # not built: what the episode taught is still kept
+        result.notes = distil_and_learn(
+            mem,
+            namespace,
+            traj,
+            source_ref=episode_id or _source_ref(traj),
+            procedure_id=None,
+            budget=budget,
+        )
 
     used = [m.id for m in retrieved]
     if traj.success and used:
@@ -163,10 +182,10 @@ def _adjust(
     retrieved: list[AnyMemory],
     episode_id: str | None,
     result: UpdateResult,
+    budget: CallBudget,
 ) -> None:
     """Reflect on a failed trajectory: a Tip, and corrected procedures (module docstring)."""
     cfg = mem.config.update
-    budget = CallBudget(mem.config.max_llm_calls)
     procedures = [m for m in retrieved if isinstance(m, Procedure)]
     task, task_is_new = _task(mem, namespace, traj, procedures, budget)
     reference, reference_steps = _reference(mem, namespace, task)
