@@ -26,6 +26,8 @@ from graphmem.flows.state import (
     AgentState,
     ServedContext,
 )
+from graphmem.memory import GraphMemory
+from graphmem.ops.distill import Distiller
 from showcase.envs.agents import make_explorer
 
 TextWorldGame = Literal[
@@ -70,12 +72,12 @@ def _policy(served: ServedAgentContext) -> Policy:
 
 def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, Any]:
     """One task (``seed``) in a fresh environment, closed when the task ends."""
+    from showcase.envs.hints import game_knowledge
     from showcase.envs.textworld import TextWorldEnv
     from showcase.textworld_agent import (
         DEFAULT_BUDGET,
         RECALL_RETRIEVAL,
         TEXTWORLD_RETRIEVAL,
-        learn_facts_by_subject,
         textworld_hints,
     )
 
@@ -85,7 +87,7 @@ def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, 
     try:
         context = AgentContext(
             namespace=served.namespace,
-            memory=server_memory(),
+            memory=_distilling(server_memory(), game_knowledge),
             retrieval=served.retrieval or TEXTWORLD_RETRIEVAL,
             strategy=served.strategy,
             env=env,
@@ -93,13 +95,20 @@ def _play(state: AgentInput, runtime: Runtime[ServedAgentContext]) -> dict[str, 
             fold=served.fold,
             use_memory=served.use_memory,
             hints=textworld_hints,
-            learn=learn_facts_by_subject,
             task_prefix=served.game,
             recall=RECALL_RETRIEVAL,
         )
         return dict(run_task(_agent_flow, state["seed"], context))
     finally:
         env.close()
+
+
+def _distilling(memory: GraphMemory, distiller: Distiller) -> GraphMemory:
+    """``memory`` with ``distiller`` as the one that turns its games into notes, unless it has
+    one of its own (the server's memory is shared: set once, kept)."""
+    if memory.distiller is None:
+        memory.distiller = distiller
+    return memory
 
 
 def _served_agent() -> CompiledStateGraph[AgentState, ServedAgentContext, AgentInput, AgentOutput]:

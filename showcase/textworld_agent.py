@@ -54,7 +54,7 @@ from graphmem.ops.obsolescence import SUBJECT_TAG
 from showcase.envs.agents import ChatPolicy as ChatPolicy
 from showcase.envs.agents import choose_action as choose_action
 from showcase.envs.agents import make_explorer
-from showcase.envs.hints import extract_facts, fact_subject, scope_tag
+from showcase.envs.hints import extract_facts, fact_subject, game_knowledge, scope_tag
 from showcase.envs.textworld import TextWorldEnv
 
 log = logging.getLogger(__name__)
@@ -287,23 +287,28 @@ def run_stream(
     retrieval: RetrievalConfig = TEXTWORLD_RETRIEVAL,
     env: TextWorldEnv | None = None,
     recall: RetrievalConfig | None = RECALL_RETRIEVAL,
-    learn: LearnFn = learn_facts_by_subject,
+    learn: LearnFn | None = None,
     progress: bool | ProgressFn = False,
     procedures: RetrievalConfig | None = PROCEDURE_RETRIEVAL,
 ) -> StreamResult:
     """Play each seed once, in order, learning between games when ``use_memory``.
 
     Memory is read when a game starts (``retrieval``) and, with ``recall``, whenever the
-    explorer meets something it does not know ("where does the gray coat belong?"); ``learn``
-    saves the facts a game taught (by default one consolidated note per subject;
-    :func:`learn_facts` keeps one note per game). With ``procedures`` the explorer is also
-    handed the successful procedures of similar games and follows their steps where they
-    apply (adapted to this game; :mod:`showcase.envs.procedures`), and the reward credits
-    the ones it followed; None leaves procedures unread. A stream takes minutes: ``progress=True``
+    explorer meets something it does not know ("where does the gray coat belong?"). The facts
+    a game taught are saved by graphmem's distillation (:mod:`graphmem.ops.distill`): a memory
+    without a distiller of its own is given the games' fact extractor
+    (:func:`showcase.envs.hints.game_knowledge`), one versioned note per subject; ``learn``
+    may save more after each game (:func:`learn_facts` keeps one note per game). With
+    ``procedures`` the explorer is also handed the successful procedures of similar games
+    and follows their steps where they apply (adapted to this game;
+    :mod:`showcase.envs.procedures`), and the reward credits the ones it followed; None leaves
+    procedures unread. A stream takes minutes: ``progress=True``
     shows a tqdm bar on stderr, and a :data:`ProgressFn` is called after each game.
     ``step_budget`` None is the game's :data:`DEFAULT_BUDGET`; anything below 1 is refused.
     """
     graph = build_agent_graph().compile(name=f"textworld-{game}")
+    if memory.distiller is None:
+        memory.distiller = game_knowledge
     own_env = env is None
     budget = DEFAULT_BUDGET.get(game, 50) if step_budget is None else step_budget
     env = env or TextWorldEnv(game, step_budget=budget)

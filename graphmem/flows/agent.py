@@ -247,7 +247,12 @@ def build_agent_graph(
         trajectory = {
             "task": state["task"],
             "steps": [
-                {"thought": s["thought"], "action": s["action"], "observation": s["observation"]}
+                {
+                    "thought": s["thought"],
+                    "action": s["action"],
+                    "observation": s["observation"],
+                    "reward": s["reward"],
+                }
                 for s in steps
             ],
             "reward": reward,

@@ -62,13 +62,14 @@ def build_update_graph(
 
 
 def new_ids(result: UpdateResult) -> list[str]:
-    """The memories an update wrote that evolution should link: the built procedure, the tips
-    and the corrected procedures."""
+    """The memories an update wrote that evolution should link: the built procedure, the tips,
+    the corrected procedures and the notes distilled (new ones and new versions)."""
     ids: list[str] = []
     if result.built is not None and not result.built.deduplicated:
         ids.append(result.built.procedure.id)
     ids.extend(tip.id for tip in result.tips)
     ids.extend(c.procedure.id for c in result.adjusted)
+    ids.extend(note.id for note in result.notes)
     return list(dict.fromkeys(ids))
 
 

@@ -183,10 +183,11 @@ def learn(
     procedure_id: str | None = None,
     created_by: str = HOOK,
 ) -> list[Note]:
-    """Merge ``items`` into their subjects' live notes (module doc); returns the notes that hold
-    them now, in the order of ``items`` (new notes, new versions, or notes that only gained
-    evidence). A note's keywords and context come from the offline rules (no model call per
-    note): the facts are the model's or the distiller's, ``created_by`` says whose."""
+    """Merge ``items`` into their subjects' live notes (module doc); returns the notes written,
+    in the order of ``items``: new notes and new versions (a note that only gained evidence is
+    not among them: nothing a reader or evolution sees changed). A note's keywords and context
+    come from the offline rules (no model call per note): the facts are the model's or the
+    distiller's, ``created_by`` says whose."""
     from graphmem.llm import fallbacks
     from graphmem.ops.build import add_note, revise_note
 
@@ -199,7 +200,6 @@ def learn(
         evidence = _evidence(older, item, retracted & set(known))
         tags = list(dict.fromkeys([DISTILLED_TAG, SUBJECT_TAG + item.subject, *item.tags]))
         if not merged:  # every fact it held was retracted: the note stays as it was
-            out.extend(older[:1])
             continue
         content = "\n".join([header(item.subject), *merged])
         data = json.dumps(evidence, sort_keys=True)
@@ -215,10 +215,9 @@ def learn(
         }
         if not older:
             note = add_note(mem, namespace, content, **fields)
-            changed = True
         elif len(older) == 1 and set(merged) == set(known):
-            note = mem.store.patch(namespace, older[0].id, {"data": data})  # type: ignore[assignment]
-            changed = False
+            mem.store.patch(namespace, older[0].id, {"data": data})  # evidence only
+            continue
         else:
             added = sorted(set(merged) - set(known))
             dropped = sorted(set(known) - set(merged))
@@ -237,8 +236,7 @@ def learn(
                 change=f"distilled: {change or 'evidence'}",
                 **fields,
             )
-            changed = True
-        if changed and procedure_id is not None and not note.obsolete:
+        if procedure_id is not None and not note.obsolete:
             mem.store.upsert(
                 [],
                 [

@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from graphmem.ops import distill
 
 _SEQ_SPLIT = re.compile(r"\s*(?:;|->|\n|\|)\s*")
 _PUT = re.compile(r"^put (.+?) (?:in|on) (.+)$")
@@ -246,3 +249,40 @@ def distill_actions(steps: Sequence[tuple[str, str, float]]) -> list[str]:
             continue
         kept.append(action)
     return kept
+
+
+def _negation(fact: str) -> str | None:
+    """The fact that contradicts ``fact`` ("x belongs in y" ↔ "x does not belong in y")."""
+    if " does not belong in " in fact:
+        return fact.replace(" does not belong in ", " belongs in ", 1)
+    if " belongs in " in fact:
+        return fact.replace(" belongs in ", " does not belong in ", 1)
+    return None
+
+
+def game_knowledge(trajectory: Any) -> list[distill.Knowledge]:
+    """graphmem's distiller for the text games (``GraphMemory(distiller=game_knowledge)``):
+    :func:`extract_facts` of a trajectory whose steps carry their rewards, one knowledge item
+    per subject (:func:`fact_subject`), each fact retracting its negation, scope-tagged.
+
+    >>> from graphmem.models import Trajectory
+    >>> t = Trajectory(task="tidy up", steps=[
+    ...     {"action": "put wet towel in bathtub", "observation": "ok", "reward": -1.0}])
+    >>> [(k.subject, k.facts, k.retracts) for k in game_knowledge(t)]
+    [('wet towel', ['wet towel does not belong in bathtub'], ['wet towel belongs in bathtub'])]
+    """
+    from graphmem.ops.distill import Knowledge as Learned
+
+    steps = [(s.action, s.observation, s.reward or 0.0) for s in trajectory.steps]
+    by_subject: dict[str, list[str]] = {}
+    for fact in extract_facts(steps):
+        by_subject.setdefault(fact_subject(fact) or "this game", []).append(fact)
+    return [
+        Learned(
+            subject=subject,
+            facts=facts,
+            retracts=[n for f in facts if (n := _negation(f)) is not None],
+            tags=[scope_tag(facts)],
+        )
+        for subject, facts in by_subject.items()
+    ]
