@@ -29,7 +29,7 @@ from graphmem.stores.embedded.journal import (
     one_line,
 )
 from graphmem.stores.embedded.packed import unpack
-from graphmem.stores.embedded.sqlite_log import SqliteJournal, is_sqlite_store
+from graphmem.stores.embedded.sqlite_log import LogGap, SqliteJournal, is_sqlite_store
 from graphmem.stores.embedded.state import GraphState, decode_change, decode_line
 from graphmem.stores.text_index import TextIndex, entry_of
 
@@ -173,8 +173,12 @@ def _inspect(journal: Journal | SqliteJournal) -> CheckReport:
         report.problem, report.repairable = str(e), False
         return report
     report.wal = journal.wal_path()
-    data = journal.unread()
-    report.wal_bytes = len(data)
+    gap: LogGap | None = None
+    try:
+        data = journal.unread()
+    except LogGap as e:  # SQLite: a row lost between sound pages; what precedes it is checked
+        data, gap = e.intact, e
+    report.wal_bytes = len(data) if gap is None else journal.size()
     graphs = _graphs(journal, state, data, report)
     _follow_text(state)
     texts = text_files_to_check(journal.root, report.generation, data, report.index_problems)
@@ -200,6 +204,9 @@ def _inspect(journal: Journal | SqliteJournal) -> CheckReport:
                 f"it reflects byte {offset} of the log, which is no record boundary"
             )
     _check_text(state, report)
+    if gap is not None:
+        report.problem = log_damage(report.wal, gap.at, gap.reason)
+        return report
     tail = report.wal_bytes - report.intact_bytes
     if tail:
         report.problem = (
@@ -291,7 +298,10 @@ def _check_graphs(state: GraphState, found: Found, report: CheckReport) -> None:
 
 def _cut(journal: Journal | SqliteJournal, report: CheckReport) -> RepairResult:
     assert report.wal is not None
-    cut = journal.unread()[report.intact_bytes :]
+    if isinstance(journal, SqliteJournal):
+        cut = journal.rows_from(report.intact_bytes)
+    else:
+        cut = journal.unread()[report.intact_bytes :]
     stamp = time.strftime("%Y%m%dT%H%M%S")
     backup = report.wal.with_name(f"{report.wal.name}.corrupt-{stamp}")
     n = 1
