@@ -151,13 +151,15 @@ _THREADS: list[int] = []
 
 
 def auto_threads(n_texts: int) -> int:
-    """The CPU threads torch gets to embed ``n_texts`` texts: one for a small batch, every
-    core (at most 8) for a large one.
+    """The CPU threads torch gets to embed ``n_texts`` texts: one for a small batch; for a
+    large one every core (at most 8) while the machine is not busy, else one.
 
     One text is too little work to share: on 2 cores all-MiniLM-L6-v2 embedded one short text
-    in 15 ms on one thread and 37 ms on two, and with the cores busy in 110 ms against 576 ms
-    (the threads wait on each other, so a busy machine slowed it tenfold). A batch of 256
-    shares well: 3.0 ms a text on two threads, 5.7 on one (23 and 49 ms busy).
+    in 15 ms on one thread and 37 ms on two when idle, and 35 ms against 350-450 ms with the
+    cores busy (load average 7: the threads wait on each other, so a busy machine slowed it
+    tenfold). A batch shares well on an idle machine (3.0 ms a text on two threads, 5.7 on
+    one) but not on a busy one (17-50 ms on two, 13-19 on one). Busy: the 1-minute load
+    average is at least the number of cores.
     """
     if n_texts < SMALL_BATCH:
         return 1
@@ -165,6 +167,8 @@ def auto_threads(n_texts: int) -> int:
         cores = len(os.sched_getaffinity(0))
     else:  # macOS, Windows
         cores = os.cpu_count() or 1
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] >= cores:
+        return 1
     return max(1, min(8, cores))
 
 

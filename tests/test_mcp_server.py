@@ -26,7 +26,14 @@ from trajectories import TEA_TRAJECTORY as TRAJECTORY
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
-TOOLS = {"search_memory", "save_note", "build_from_trajectory", "report_outcome", "memory_history"}
+TOOLS = {
+    "search_memory",
+    "save_note",
+    "save_notes",
+    "build_from_trajectory",
+    "report_outcome",
+    "memory_history",
+}
 
 
 @pytest.fixture
@@ -313,3 +320,28 @@ def test_cli_refuses_a_bad_namespace_in_one_line(tmp_path: Path) -> None:
     assert (
         out.stderr.startswith("graphmem: error: invalid namespace") and out.stderr.count("\n") == 1
     )
+
+
+@pytest.mark.slow
+def test_save_notes_saves_a_list_in_order_or_nothing(
+    server_env: dict[str, str], namespace: str
+) -> None:
+    async def body(client: ClientSession) -> None:
+        mine = {"namespace": namespace}
+        given = [
+            {"content": "The kettle is on the stove."},
+            {"content": "The cat is fed at six.", "tags": ["cat"]},
+        ]
+        saved = _ok(await client.call_tool("save_notes", {"notes": given, **mine}))
+        assert [n["namespace"] for n in saved["notes"]] == [namespace, namespace]
+        assert saved["notes"][1]["tags"] == ["cat"]
+        found = _ok(await client.call_tool("search_memory", {"query": "feeding the cat", **mine}))
+        assert saved["notes"][1]["memory_id"] in {h["memory_id"] for h in found["hits"]}
+        bad = await client.call_tool(
+            "save_notes", {"notes": [{"content": "A new fact."}, {"content": "  "}], **mine}
+        )
+        assert "notes[1]" in _error(bad)
+        found = _ok(await client.call_tool("search_memory", {"query": "a new fact", **mine}))
+        assert len(found["hits"]) == 2  # the two saved before; nothing of the bad call
+
+    _with_server(server_env, body=body)

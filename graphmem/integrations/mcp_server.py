@@ -94,6 +94,18 @@ class SavedNote(BaseModel):
     context: str
 
 
+class NoteIn(BaseModel):
+    """One note of save_notes."""
+
+    content: str = Field(description="One fact or lesson, a sentence or two.")
+    tags: list[str] | None = Field(default=None, description="Optional short labels.")
+
+
+class SavedNotes(BaseModel):
+    namespace: str
+    notes: list[SavedNote] = Field(description="One per note given, in order.")
+
+
 class BuiltProcedure(BaseModel):
     namespace: str
     task_id: str
@@ -241,6 +253,33 @@ class MemoryTools:
             context=note.context,
         )
 
+    def save_notes(
+        self,
+        notes: Annotated[
+            list[NoteIn],
+            Field(description="The facts or lessons, each with optional tags.", max_length=1000),
+        ],
+        namespace: NamespaceArg = None,
+    ) -> SavedNotes:
+        """Save many facts at once (e.g. a conversation's history): all or none are saved."""
+        ns = self.namespace_of(namespace)
+        with _as_tool_errors():
+            given = [n.model_dump(exclude_none=True) for n in notes]
+            saved = self.memory.add_notes(ns, given)
+        return SavedNotes(
+            namespace=ns,
+            notes=[
+                SavedNote(
+                    namespace=ns,
+                    memory_id=n.id,
+                    keywords=n.keywords,
+                    tags=n.tags,
+                    context=n.context,
+                )
+                for n in saved
+            ],
+        )
+
     def build_from_trajectory(
         self,
         trajectory: Annotated[
@@ -323,7 +362,7 @@ def build_server(
     host: str = "127.0.0.1",
     port: int = 8765,
 ) -> FastMCP:
-    """An MCP server with the five memory tools over ``memory``; ``namespace`` fixes theirs.
+    """An MCP server with the six memory tools over ``memory``; ``namespace`` fixes theirs.
 
     ``host`` and ``port`` are where the streamable-HTTP transport listens (``/mcp``).
     """
@@ -334,8 +373,8 @@ def build_server(
         instructions=(
             "Long-term memory that learns which memories help. Before a task, search_memory; "
             "after it, report_outcome with the episode id, a reward and the ids of the hits "
-            "you used. Save lasting facts "
-            f"with save_note and finished tasks with build_from_trajectory. Works in {where}."
+            "you used. Save lasting facts with save_note (many at once: save_notes) and "
+            f"finished tasks with build_from_trajectory. Works in {where}."
         ),
         host=host,
         port=port,
@@ -343,6 +382,7 @@ def build_server(
     for tool in (
         tools.search_memory,
         tools.save_note,
+        tools.save_notes,
         tools.build_from_trajectory,
         tools.report_outcome,
         tools.memory_history,
