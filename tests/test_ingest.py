@@ -169,3 +169,53 @@ def test_a_bad_trajectory_names_its_position_and_nothing_is_written(
     with pytest.raises(InvalidInput, match="granularity"):
         mem.build_many(namespace, [good], granularity="huge")
     assert _count(store, namespace) == 0
+
+
+def _cli(tmp_path: Any, *args: str, stdin: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHMEM_")}
+    env |= {"GRAPHMEM_STORE": str(tmp_path / "store"), "GRAPHMEM_EMBEDDER": "hashing"}
+    return subprocess.run(
+        [sys.executable, "-m", "graphmem", *args],
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_graphmem_import_notes_and_trajectories(tmp_path: Any) -> None:
+    import json
+
+    from graphmem.stores.embedded import EmbeddedStore
+
+    lines = ["The spare key is under the pot.", {"content": "Alice: 3 May.", "tags": ["family"]}]
+    text = "\n".join(json.dumps(x) for x in lines) + "\n\n" + json.dumps("Bob: tea.") + "\n"
+    done = _cli(tmp_path, "import", "--notes", "-", "-n", "chat", "--batch", "2", stdin=text)
+    assert done.returncode == 0, done.stderr
+    assert "notes: 3/3" in done.stderr
+    bad = json.dumps(_traj("x", "y")) + "\n" + json.dumps({"task": "z", "steps": []}) + "\n"
+    failed = _cli(tmp_path, "import", "--trajectories", "-", "-n", "procs", stdin=bad)
+    assert failed.returncode != 0 and "line 2: trajectories[1]" in failed.stderr
+    assert "Traceback" not in failed.stderr
+    good = json.dumps(_traj("heat the soup", "open fridge", "use stove")) + "\n"
+    assert (
+        _cli(tmp_path, "import", "--trajectories", "-", "-n", "procs", stdin=good).returncode == 0
+    )
+    no_ns = _cli(tmp_path, "import", "--notes", "-", stdin=text)
+    assert no_ns.returncode != 0 and "needs --namespace" in no_ns.stderr
+    store = EmbeddedStore.open(tmp_path / "store")
+    try:
+        contents = [m.content for m in store.iter_nodes("chat") if isinstance(m, Note)]
+        procs = [m for m in store.iter_nodes("procs", kinds=[MemoryKind.PROCEDURE])]
+    finally:
+        store.close()
+    assert sorted(contents) == sorted(
+        ["The spare key is under the pot.", "Alice: 3 May.", "Bob: tea."]
+    )
+    assert len(procs) == 2  # proceduralized + trajectory of the one good build
