@@ -140,11 +140,11 @@ def add_notes(
     first: dict[str, int] = {}
     for i, digest in enumerate(digests):
         first.setdefault(digest, i)
-    existing: dict[str, Note] = {}
-    for digest in first:
-        found = mem.store.find_by_hash(namespace, MemoryKind.NOTE, digest)
-        if isinstance(found, Note):
-            existing[digest] = found
+    existing = {
+        digest: found
+        for digest, found in _find_by_hash(mem.store, namespace, MemoryKind.NOTE, list(first))
+        if isinstance(found, Note)
+    }
 
     fresh: dict[str, Note] = {}
     budget = CallBudget(mem.config.max_llm_calls)
@@ -174,6 +174,25 @@ def add_notes(
             fresh[digest] = live
     out = [fresh.get(d) or existing[d] for d in digests]
     return out, [n.id for n in fresh.values()]
+
+
+_LOOKUP_THREADS = 8
+"""Hash look-ups at once on a store that answers reads in parallel (a server)."""
+
+
+def _find_by_hash(
+    store: MemoryStore, namespace: str, kind: MemoryKind, digests: list[str]
+) -> list[tuple[str, AnyMemory | None]]:
+    """(digest, the stored memory of ``kind`` with it or None) for each digest. A server
+    store (``parallel_reads``) is asked from several threads: one round trip a look-up made
+    them 60 % of a batch of 300 notes on Neo4j."""
+    if len(digests) < 2 or not getattr(store, "parallel_reads", False):
+        return [(d, store.find_by_hash(namespace, kind, d)) for d in digests]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(_LOOKUP_THREADS, len(digests))) as pool:
+        found = list(pool.map(lambda d: store.find_by_hash(namespace, kind, d), digests))
+    return list(zip(digests, found, strict=True))
 
 
 def _new_note(
