@@ -183,9 +183,10 @@ def procedure_hints(memory: Any, namespace: str, proc: Procedure) -> list[str]:
     proceduralized (both): the script as the plan, plus the placements the raw trajectory ended
     with (the detail a script abstracts away).
     """
+    from graphmem.models import Namespace
     from graphmem.ops.build import procedure_chain
 
-    steps, _ = procedure_chain(memory.store, namespace, proc.id)
+    steps, _ = procedure_chain(memory.store, Namespace(namespace), proc.id)
     raw = [s.action for s in steps if s.action.strip()]
     plan = script_actions(proc.script) if proc.script else []
     if proc.granularity is Granularity.TRAJECTORY or not plan:

@@ -58,15 +58,17 @@ from typing import Any, Literal
 from bench.common import (
     RESULTS_DIR,
     FlatCosine,
+    embedder_label,
     machine_info,
     machine_markdown,
+    make_embedder,
     markdown_table,
     write_results,
 )
-from bench.learning import embedder_label, make_embedder, plot_runs
+from bench.learning import plot_runs
 from bench.paired import compare
 from graphmem.config import MemoryConfig, ObsolescenceConfig, RetrievalConfig, UpdateStrategy
-from graphmem.models import MemoryKind, Trajectory, TrajectoryStep, seeded_ids
+from graphmem.models import MemoryKind, Namespace, Trajectory, TrajectoryStep, seeded_ids
 from showcase.metrics import EpisodeRecord, summarise
 
 log = logging.getLogger(__name__)
@@ -204,7 +206,7 @@ class FlatProcedures:
                 counts[tuple(steps)] = (n + 1, i)
         if not counts:
             return []
-        return list(max(counts, key=counts.__getitem__))
+        return list(max(counts.items(), key=lambda item: item[1])[0])
 
 
 def run_stream(
@@ -263,7 +265,7 @@ def run_stream(
                 episode_id = found.episode_id
                 hit_ids = [h.memory.id for h in found.hits]
                 if found.hits:
-                    chain, _ = procedure_chain(mem.store, ns, found.hits[0].memory.id)
+                    chain, _ = procedure_chain(mem.store, Namespace(ns), found.hits[0].memory.id)
                     followed = [s.action for s in chain]
             if followed == good_steps(chore):
                 success, steps = True, len(followed)
@@ -292,7 +294,7 @@ def run_stream(
                     )
                 elif cond.demotion and hit_ids:
                     # Without update() nothing demotes; do what update() would do on its hits.
-                    demote(mem, ns, hit_ids)
+                    demote(mem, Namespace(ns), hit_ids)
     finally:
         mem.close()
     return records

@@ -41,25 +41,36 @@ Run::
 from __future__ import annotations
 
 import argparse
-import random
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from bench.common import (
     machine_info,
     machine_markdown,
     markdown_table,
     matplotlib_figure,
-    progress_bar,
     write_results,
 )
-from bench.paired import compare
+from bench.learning_harness import (
+    CANDIDATES,
+    Condition,
+    GraphmemBase,
+    ItemList,
+    View,
+    check_handover,
+    interleave,
+    paired_comparisons,
+    pick_conditions,
+    play_conditions,
+    play_game,
+    run_in_worker,
+)
 from bench.protocol import stream_range
+
+__all__ = ["CANDIDATES", "Condition"]  # the harness's, used from here by other benches
 
 FAMILIES = ("twc", "cookingworld", "coin", "mapreader")
 """The interleaved game families (explorers that read memory: twc and cookingworld)."""
@@ -70,39 +81,8 @@ ORDER_SEED = 20_261_125
 HANDOVER = 5
 """Memories that reach the agent per decision (MemRL's top-k)."""
 
-CANDIDATES = 4
-"""graphmem's phase A recalls ``CANDIDATES × K`` candidates for phase B to choose K from."""
-
 BLOCK = 100
 """Episodes per block of the learning curve."""
-
-
-@dataclass(frozen=True)
-class Condition:
-    name: str
-    label: str
-    kind: str
-    """none, plain, flat, graphmem."""
-    lam: float = 0.0
-    graph: bool = True
-    q_scale: Literal["pool", "reward"] = "pool"
-    q_prior: Literal["q0", "source", "pool", "source-pool"] | None = None
-    """None: graphmem's default (``RetrievalConfig.q_prior``, 'source' since issue 28; 'q0'
-    before, in the result files made before that change)."""
-    abstain: bool | None = None
-    """None: graphmem's default (``RetrievalConfig.abstain``: off; issue 45's held-out run of
-    bench/results/learning_mixed_experiences_k5_heldout_abstention.md played it on, as
-    ``two-phase``, beside ``two-phase-noabstain``); the similarity baselines set False."""
-    abstain_z: float | None = None
-    """None: graphmem's default (``RetrievalConfig.abstain_z``, 0); below 0 a memory must be
-    surely better than acting alone to be handed over."""
-    expand: Literal["off", "tasks", "links", "links+tasks"] | None = None
-    """None: graphmem's default (``RetrievalConfig.expand``: off); 'links+tasks' adds the
-    graph's neighbours to phase A (issue 45: task clusters and LINKS_TO feeding phase A)."""
-    advantage: bool = False
-    """Credit R − b instead of R: b is the family's running success rate in this stream (how
-    games of that kind go anyway), so Q measures what a memory adds, not how easy its
-    family is."""
 
 
 CONDITIONS: dict[str, Condition] = {
@@ -227,18 +207,9 @@ def mixed_plan(
     each (shuffled per round), each family's seeds running upward from ``start``.
 
     >>> mixed_plan(6, start=10, families=("a", "b", "c"))[:3]
-    [('b', 10), ('a', 10), ('c', 10)]
+    [('c', 10), ('b', 10), ('a', 10)]
     """
-    rng = random.Random(ORDER_SEED)
-    plan: list[tuple[str, int]] = []
-    next_seed = dict.fromkeys(families, start)
-    while len(plan) < n:
-        round_ = list(families)
-        rng.shuffle(round_)
-        for family in round_[: n - len(plan)]:
-            plan.append((family, next_seed[family]))
-            next_seed[family] += 1
-    return plan
+    return interleave(families, n, start=start, order_seed=ORDER_SEED)
 
 
 # ---- memories: what each condition stores and hands over -----------------------------------
@@ -302,21 +273,15 @@ class NoMemory:
         return 0
 
 
-class PlainMemory(NoMemory):
+class PlainMemory(ItemList[Offer], NoMemory):
     """Every game's facts, all handed over when a game starts."""
-
-    def __init__(self) -> None:
-        self.items: list[Offer] = []
 
     def start(self, task: str) -> list[Offer]:
         return list(self.items)
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
         if facts:
-            self.items.append(Offer(str(len(self.items)), tuple(facts)))
-
-    def size(self) -> int:
-        return len(self.items)
+            self.add(Offer(str(len(self.items)), tuple(facts)))
 
 
 class FlatTopK(NoMemory):
@@ -356,34 +321,14 @@ class FlatTopK(NoMemory):
         return self.count
 
 
-class GraphmemMemory(NoMemory):
+class GraphmemMemory(GraphmemBase, NoMemory):
     """graphmem: fact notes, two-phase retrieval, credit by use, and (graph on) consolidation
     by subject with A-MEM evolution."""
 
-    namespace = "mixed"
-
     def __init__(self, embedder: Any, condition: Condition, k: int, store_dir: Path | None):
-        from graphmem.config import MemoryConfig, RetrievalConfig
-        from graphmem.memory import GraphMemory
         from graphmem.models import MemoryKind
-        from graphmem.stores.embedded import EmbeddedStore
 
-        store = EmbeddedStore.open(store_dir) if store_dir else EmbeddedStore.in_memory()
-        self.graph = condition.graph
-        self.config = RetrievalConfig(
-            k1=CANDIDATES * k,
-            k2=k,
-            lam=condition.lam,
-            kinds=(MemoryKind.NOTE,),
-            q_scale=condition.q_scale,
-            **({} if condition.q_prior is None else {"q_prior": condition.q_prior}),
-            **({} if condition.abstain is None else {"abstain": condition.abstain}),
-            **({} if condition.expand is None else {"expand": condition.expand}),
-            **({} if condition.abstain_z is None else {"abstain_z": condition.abstain_z}),
-        )
-        # The memory's own config carries the retrieval's, so finishing an episode that
-        # credits nothing counts towards abstention's baseline when abstention is on.
-        self.mem = GraphMemory(store, embedder=embedder, config=MemoryConfig(retrieval=self.config))
+        super().__init__(embedder, condition, k, (MemoryKind.NOTE,), store_dir)
         self.offered: dict[str, Any] = {}
         """This game's hits by memory id (what credit by use can credit)."""
         self.open_id: str | None = None
@@ -426,8 +371,7 @@ class GraphmemMemory(NoMemory):
             cfg = self.mem.config
             reward = min(cfg.reward_max, max(cfg.reward_min, cfg.q0 + reward - baseline))
         # Credit by use: the Episode recorded every memory offered; only those used move.
-        marks = [i for i in used if i in self.offered]
-        self.mem.finish_episode(self.namespace, self.open_id, reward, success=success, used=marks)
+        self.credit(self.open_id, reward, success, [i for i in used if i in self.offered])
         self.episode_id, self.open_id = self.open_id, None
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
@@ -448,11 +392,6 @@ class GraphmemMemory(NoMemory):
         counts = self.mem.store.counts(self.namespace)
         return sum(counts.get(kind, 0) for kind in self.config.kinds)
 
-    def uses(self) -> list[int]:
-        """How often each memory that Q ranks was credited (its ``uses``), for the report."""
-        kinds = set(self.config.kinds)
-        return [m.uses for m in self.mem.store.iter_nodes(self.namespace) if m.kind in kinds]
-
 
 def _plan(item_id: str, key: str, steps: Sequence[tuple[str, str]], success: bool) -> Any:
     from graphmem.agents import Plan
@@ -460,21 +399,15 @@ def _plan(item_id: str, key: str, steps: Sequence[tuple[str, str]], success: boo
     return Plan(item_id, key, tuple(steps), success=success)
 
 
-class PlainExperiences(NoMemory):
+class PlainExperiences(ItemList[Offer], NoMemory):
     """Every past game handed over at the start, newest first (no retrieval)."""
 
-    def __init__(self) -> None:
-        self.items: list[Offer] = []
-
     def start(self, task: str) -> list[Offer]:
-        return self.items[::-1]
+        return self.newest_first()
 
     def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
         item_id = str(len(self.items))
-        self.items.append(Offer(item_id, plan=_plan(item_id, key, steps, success)))
-
-    def size(self) -> int:
-        return len(self.items)
+        self.add(Offer(item_id, plan=_plan(item_id, key, steps, success)))
 
 
 class FlatExperiences(NoMemory):
@@ -610,6 +543,28 @@ def _facts(offers: Sequence[Offer]) -> list[str]:
     return list(dict.fromkeys(f for o in offers for f in o.facts))
 
 
+def _asker(
+    memory: Memory,
+    policy: Any,
+    decisions: list[int],
+    sources: dict[str, set[str]],
+    asks: bool,
+) -> Callable[[Any], None]:
+    """What happens before each action: the explorer's questions (it is always asked for
+    them), answered by memory when memory holds facts; each answer is a decision."""
+
+    def ask(obs: Any) -> None:
+        questions = policy.recall_queries(obs.text, obs.valid_actions, obs.inventory)
+        for question in questions if asks else []:
+            found = memory.recall(question)
+            decisions.append(len(found))
+            for o in found:
+                sources.setdefault(o.id, set()).update(o.facts)
+            policy.add_hints(_facts(found))
+
+    return ask
+
+
 def play_stream(
     condition: Condition,
     plan: Sequence[tuple[str, int]],
@@ -646,22 +601,12 @@ def play_stream(
         if plans:
             policy.offer_procedures(plans)
         steps: list[tuple[str, str, float]] = [("", obs.text, 0.0)]
+        ask = _asker(memory, policy, decisions, sources, asks)
         result = None
-        while True:
-            questions = policy.recall_queries(obs.text, obs.valid_actions, obs.inventory)
-            for question in questions if asks else []:
-                found = memory.recall(question)
-                decisions.append(len(found))
-                for o in found:
-                    sources.setdefault(o.id, set()).update(o.facts)
-                policy.add_hints(_facts(found))
-            decision = policy.act(obs.text, obs.valid_actions, obs.inventory)
-            result = env.step(decision.action)
-            policy.feedback(decision.action, result.observation.text, result.reward)
+        for decision, result in play_game(env, obs, policy, ask):
             steps.append((decision.action, result.observation.text, result.reward))
-            obs = result.observation
-            if result.done:
-                break
+        assert result is not None
+        obs = result.observation
         acted = set(policy.used_hints()) if hasattr(policy, "used_hints") else set()
         used = [i for i, facts in sources.items() if facts & acted]
         offered_plans = {p.procedure_id for p in plans}
@@ -710,31 +655,27 @@ def _play_one(
     items: str = "experiences",
 ) -> Run:
     """One condition in a worker process (its own JVMs and embedder)."""
-    import logging
-
     from bench.common import make_embedder
-    from graphmem.models import seeded_ids
 
-    logging.getLogger("graphmem").setLevel(logging.ERROR)
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    envs = open_envs(sorted({f for f, _ in plan}), budget)
-    # Seeded ids (each condition's store is new): memories with the same text tie in
-    # similarity, and ties go by id, so with random ids two runs could rank them apart.
-    try:
-        with seeded_ids(0):
-            return play_stream(
-                CONDITIONS[name],
-                plan,
-                fold=fold,
-                budget=budget,
-                handover=handover,
-                embedder=make_embedder(embedder_name),
-                envs=envs,
-                items=items,
-            )
-    finally:
-        for env in envs.values():
-            env.close()
+    def play(envs: Any) -> Run:
+        return play_stream(
+            CONDITIONS[name],
+            plan,
+            fold=fold,
+            budget=budget,
+            handover=handover,
+            embedder=make_embedder(embedder_name),
+            envs=envs,
+            items=items,
+        )
+
+    families = sorted({f for f, _ in plan})
+    return run_in_worker(play, lambda: open_envs(families, budget), close_envs)
+
+
+def close_envs(envs: Any) -> None:
+    for env in envs.values():
+        env.close()
 
 
 # ---- summarising ------------------------------------------------------------------------------
@@ -797,22 +738,20 @@ COMPARISONS = (
 )
 
 
+def _successes(keep: Sequence[str] | None) -> Callable[[Run], list[float]]:
+    return lambda run: [float(g.success) for g in run.games if keep is None or g.family in keep]
+
+
 def comparisons(runs: dict[str, Run]) -> list[dict[str, Any]]:
-    out = []
-    for a, b in COMPARISONS:
-        if a not in runs or b not in runs:
-            continue
-        scopes: list[tuple[str, tuple[str, ...] | None]] = [
-            ("all", None),
-            ("twc+cookingworld", ("twc", "cookingworld")),
-        ]
-        scopes += [(f, (f,)) for f in FAMILIES]
-        for scope, keep in scopes:
-            xs = [float(g.success) for g in runs[a].games if keep is None or g.family in keep]
-            ys = [float(g.success) for g in runs[b].games if keep is None or g.family in keep]
-            p = compare(xs, ys)
-            out.append({"a": a, "b": b, "scope": scope, **asdict(p)})
-    return out
+    """Every pair of :data:`COMPARISONS` played, on the whole stream, on the two families that
+    read memory, and per family."""
+    scopes: list[tuple[str, Sequence[str] | None]] = [
+        ("all", None),
+        ("twc+cookingworld", ("twc", "cookingworld")),
+    ]
+    scopes += [(f, (f,)) for f in FAMILIES]
+    views = [View(scope, _successes(keep)) for scope, keep in scopes]
+    return paired_comparisons(runs, COMPARISONS, views, "scope")
 
 
 def targets(cmp: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -987,18 +926,8 @@ def plot(path: Path, data: dict[str, Any]) -> Path:
 
 def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """``python -m bench.learning --stream mixed``: play every condition, write the results."""
-    names = (
-        list(DEFAULT_CONDITIONS)
-        if not args.conditions
-        else (list(CONDITIONS) if args.conditions == "all" else args.conditions.split(","))
-    )
-    if unknown := [n for n in names if n not in CONDITIONS]:
-        raise SystemExit(
-            f"unknown condition(s) {', '.join(unknown)} for --stream mixed; "
-            f"known: {', '.join(CONDITIONS)}"
-        )
-    if args.handover < 1:
-        raise SystemExit("--handover must be at least 1")
+    names = pick_conditions(args.conditions, list(CONDITIONS), DEFAULT_CONDITIONS)
+    check_handover(args.handover)
     episodes = args.episodes if args.episodes is not None else 400
     if args.quick:
         episodes, args.embedder = 8, "hashing"
@@ -1009,9 +938,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     block = min(BLOCK, episodes) if args.block is None else args.block
     machine = machine_info()
     started = time.perf_counter()
-    runs: dict[str, Run] = {}
     jobs = max(1, min(args.jobs, len(names)))
-    bar = progress_bar(len(names), "conditions", enabled=not args.no_progress)
     name = f"learning_mixed_{args.items}_k{args.handover}"
     name += f"_{'heldout' if args.heldout else seeds.fold}"
     name += f"_{args.tag}" if args.tag else ""
@@ -1055,34 +982,13 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
         files.append(plot(args.out / f"{name}.png", data))
         return data
 
-    try:
-        if jobs == 1:
-            for cname in names:
-                runs[cname] = _play_one(
-                    cname, plan, seeds.fold, args.budget, args.handover, args.embedder, args.items
-                )
-                write(runs)
-                bar.update(1)
-        else:
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-                futures = {
-                    pool.submit(
-                        _play_one,
-                        cname,
-                        plan,
-                        seeds.fold,
-                        args.budget,
-                        args.handover,
-                        args.embedder,
-                        args.items,
-                    ): cname
-                    for cname in names
-                }
-                for future in as_completed(futures):
-                    runs[futures[future]] = future.result()
-                    write(runs)
-                    bar.update(1)
-    finally:
-        bar.close()
+    runs = play_conditions(
+        names,
+        _play_one,
+        (plan, seeds.fold, args.budget, args.handover, args.embedder, args.items),
+        jobs=jobs,
+        write=write,
+        progress=not args.no_progress,
+    )
     data = write(runs)
     return {"data": data, "files": files, "runs": runs}

@@ -57,15 +57,16 @@ from typing import Any
 
 from bench.common import (
     RESULTS_DIR,
+    embedder_label,
     machine_info,
     machine_markdown,
+    make_embedder,
     markdown_table,
     matplotlib_figure,
     write_results,
 )
-from bench.learning import embedder_label, make_embedder
 from graphmem.config import RetrievalConfig, UpdateStrategy
-from graphmem.models import MemoryKind, Procedure
+from graphmem.models import MemoryKind, Namespace, Procedure
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def memory_hints(mem: Any, hits: Sequence[Any]) -> list[str]:
     for hit in hits:
         proc = hit.memory
         if isinstance(proc, Procedure) and proc.success:
-            steps, _ = procedure_chain(mem.store, NAMESPACE, proc.id)
+            steps, _ = procedure_chain(mem.store, Namespace(NAMESPACE), proc.id)
             if steps:
                 pairs = [(s.action, s.observation) for s in steps]
                 seen = answer_evidence(proc.task_text, pairs)

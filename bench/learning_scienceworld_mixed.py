@@ -42,14 +42,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, field
-from multiprocessing import get_context
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 from bench.common import (
     FlatCosine,
@@ -60,33 +57,61 @@ from bench.common import (
     markdown_table,
     write_results,
 )
-from bench.paired import compare
+from bench.learning_harness import (
+    CANDIDATES,
+    Condition,
+    GraphmemBase,
+    ItemList,
+    View,
+    check_handover,
+    interleave,
+    paired_comparisons,
+    pick_conditions,
+    play_conditions,
+    play_game,
+    run_in_worker,
+)
+
+__all__ = ["CANDIDATES"]  # the harness's
 
 log = logging.getLogger(__name__)
 
-CONDITIONS = (
-    "none",
-    "plain",
-    "flat-topk",
-    "similarity",
-    "two-phase",
-    "two-phase-noabstain",
-    "two-phase-abstain",
-    "two-phase-expand",
-)
-LABELS = {
-    "none": "no memory (the same agent, exploring)",
-    "plain": "every procedure handed over, agent's Jaccard rule picks",
-    "flat-topk": "numpy cosine top-K over procedure keys",
-    "similarity": "graphmem λ=0",
-    "two-phase": "graphmem two-phase (library defaults, λ=0.5), credit by use",
-    "two-phase-noabstain": "graphmem two-phase, its defaults but abstention off",
-    "two-phase-abstain": "graphmem two-phase, its defaults with abstention on",
-    "two-phase-expand": "graphmem two-phase, its defaults with graph expansion of phase A",
+
+def _graphmem(name: str, label: str, **retrieval: Any) -> Condition:
+    """A graphmem condition: the library's retrieval defaults (λ, q_scale, ...) but for
+    ``retrieval``."""
+    return Condition(name, label, "graphmem", **{"lam": None, "q_scale": None, **retrieval})
+
+
+SPECS: dict[str, Condition] = {
+    c.name: c
+    for c in (
+        Condition("none", "no memory (the same agent, exploring)", "none"),
+        Condition("plain", "every procedure handed over, agent's Jaccard rule picks", "plain"),
+        Condition("flat-topk", "numpy cosine top-K over procedure keys", "flat"),
+        # plain cosine ranking: every candidate handed over
+        _graphmem("similarity", "graphmem λ=0", lam=0.0, abstain=False),
+        _graphmem("two-phase", "graphmem two-phase (library defaults, λ=0.5), credit by use"),
+        _graphmem(
+            "two-phase-noabstain",
+            "graphmem two-phase, its defaults but abstention off",
+            abstain=False,
+        ),
+        _graphmem(
+            "two-phase-abstain", "graphmem two-phase, its defaults with abstention on", abstain=True
+        ),
+        # the procedures of the task cluster and linked ones too
+        _graphmem(
+            "two-phase-expand",
+            "graphmem two-phase, its defaults with graph expansion of phase A",
+            expand="links+tasks",
+        ),
+    )
 }
+"""The conditions, by name: what each memory is, and for graphmem its retrieval."""
+CONDITIONS = tuple(SPECS)
+LABELS = {c.name: c.label for c in SPECS.values()}
 HANDOVER = 5
-CANDIDATES = 4
-"""graphmem's phase A recalls ``CANDIDATES × K`` candidates for phase B to keep K of."""
 ORDER_SEED = 20_261_126
 """Seeds the order in which task types interleave (the same for every condition)."""
 NAMESPACE = "scienceworld-mixed"
@@ -111,13 +136,7 @@ def mixed_plan(tasks: Sequence[str], per_task: int) -> list[tuple[str, int]]:
     >>> mixed_plan(["a", "b", "c"], 2)[:3]
     [('a', 0), ('c', 0), ('b', 0)]
     """
-    rng = random.Random(ORDER_SEED)
-    plan: list[tuple[str, int]] = []
-    for i in range(per_task):
-        round_ = list(tasks)
-        rng.shuffle(round_)
-        plan += [(t, i) for t in round_]
-    return plan
+    return interleave(tasks, len(tasks) * per_task, order_seed=ORDER_SEED)
 
 
 def trajectory_hint(task: str, pairs: Sequence[tuple[str, str]]) -> str:
@@ -170,23 +189,17 @@ class NoMemory:
         return 0
 
 
-class PlainMemory(NoMemory):
+class PlainMemory(ItemList[Item], NoMemory):
     """Every successful run so far, handed over newest first."""
 
-    def __init__(self) -> None:
-        self.items: list[Item] = []
-
     def start(self, task: str) -> list[Item]:
-        return self.items[::-1]
+        return self.newest_first()
 
     def learn(self, traj: Any, source: str) -> bool:
         if not traj.success or not traj.steps:
             return False
-        self.items.append(_item(str(len(self.items)), source, traj))
+        self.add(_item(str(len(self.items)), source, traj))
         return True
-
-    def size(self) -> int:
-        return len(self.items)
 
 
 class FlatTopK(PlainMemory):
@@ -206,38 +219,16 @@ class FlatTopK(PlainMemory):
         return [self.items[i] for i in self.flat.top(task, self.k)]  # ties: the older first
 
 
-class GraphmemMemory(NoMemory):
+class GraphmemMemory(GraphmemBase, NoMemory):
     """graphmem procedures: gold runs built, own runs by ``update`` (adjustment), two-phase
     retrieval into an Episode, credit by use."""
 
-    def __init__(
-        self,
-        embedder: Any,
-        lam: float,
-        k: int,
-        abstain: bool | None = None,
-        expand: Literal["off", "tasks", "links", "links+tasks"] | None = None,
-    ) -> None:
-        from graphmem.config import MemoryConfig, RetrievalConfig
-        from graphmem.memory import GraphMemory
-        from graphmem.models import MemoryKind
-        from graphmem.stores.embedded import EmbeddedStore
+    namespace = NAMESPACE
 
-        overrides: dict[str, Any] = {} if lam == 0.5 else {"lam": lam}  # the library's λ
-        if abstain is not None:  # None: the library's default (abstention off)
-            overrides["abstain"] = abstain
-        if expand is not None:  # None: the library's default (no graph expansion)
-            overrides["expand"] = expand
-        self.config = RetrievalConfig(
-            k1=CANDIDATES * k, k2=k, kinds=(MemoryKind.PROCEDURE,), **overrides
-        )
-        # The memory's config carries the retrieval's: with abstention on, an episode that
-        # credits nothing counts towards its baseline.
-        self.mem = GraphMemory(
-            EmbeddedStore.in_memory(),
-            embedder=embedder,
-            config=MemoryConfig(retrieval=self.config),
-        )
+    def __init__(self, embedder: Any, condition: Condition, k: int) -> None:
+        from graphmem.models import MemoryKind
+
+        super().__init__(embedder, condition, k, (MemoryKind.PROCEDURE,))
         self.items: dict[str, Item] = {}
         self.episode_id: str | None = None
         self.pending: Any = None
@@ -265,12 +256,12 @@ class GraphmemMemory(NoMemory):
         """A hit built by ``update`` itself (a corrected procedure, written after a failure
         from a reference's steps): its hint read from its step chain, as the per-type bench
         reads every procedure; None when it is no complete solution (a cut prefix)."""
-        from graphmem.models import Procedure
+        from graphmem.models import Namespace, Procedure
         from graphmem.ops.build import procedure_chain
 
         if not isinstance(proc, Procedure) or not proc.success:
             return None
-        steps, _ = procedure_chain(self.mem.store, NAMESPACE, proc.id)
+        steps, _ = procedure_chain(self.mem.store, Namespace(NAMESPACE), proc.id)
         if not steps:
             return None
         pairs = [(s.action, s.observation) for s in steps]
@@ -286,9 +277,7 @@ class GraphmemMemory(NoMemory):
 
     def finish(self, used: Sequence[str], score: float, success: bool) -> None:
         if self.episode_id is not None:
-            self.mem.finish_episode(
-                NAMESPACE, self.episode_id, max(0.0, score), success=success, used=list(used)
-            )
+            self.credit(self.episode_id, max(0.0, score), success, list(used))
 
     def size(self) -> int:
         """Retrievable procedures (a build's raw-steps procedure is not embedded)."""
@@ -299,27 +288,18 @@ class GraphmemMemory(NoMemory):
             [m for m in nodes if isinstance(m, Procedure) and m.embedding and not m.obsolete]
         )
 
-    def uses(self) -> list[int]:
-        from graphmem.models import Procedure
-
-        return [m.uses for m in self.mem.store.iter_nodes(NAMESPACE) if isinstance(m, Procedure)]
-
 
 def make_memory(name: str, embedder: Any, k: int) -> NoMemory:
-    if name == "none":
+    if name not in SPECS:
+        raise ValueError(f"unknown condition {name!r}")
+    spec = SPECS[name]
+    if spec.kind == "none":
         return NoMemory()
-    if name == "plain":
+    if spec.kind == "plain":
         return PlainMemory()
-    if name == "flat-topk":
+    if spec.kind == "flat":
         return FlatTopK(embedder, k)
-    if name == "similarity":  # plain cosine ranking: every candidate handed over
-        return GraphmemMemory(embedder, 0.0, k, abstain=False)
-    if name in ("two-phase", "two-phase-noabstain", "two-phase-abstain"):
-        abstain = {"two-phase": None, "two-phase-noabstain": False}.get(name, True)
-        return GraphmemMemory(embedder, 0.5, k, abstain=abstain)
-    if name == "two-phase-expand":  # the procedures of the task cluster and linked ones too
-        return GraphmemMemory(embedder, 0.5, k, expand="links+tasks")
-    raise ValueError(f"unknown condition {name!r}")
+    return GraphmemMemory(embedder, spec, k)
 
 
 # ---- playing --------------------------------------------------------------------------------
@@ -358,18 +338,13 @@ def play_episode(
     agent.begin(obs.task, hints=[it.hint for it in items], seed=variation)
     first_line = obs.text.strip().split("\n", 1)[0][:300]
     steps: list[TrajectoryStep] = []
-    while True:
-        decision = agent.act(obs.text, obs.valid_actions, obs.inventory)
-        result = env.step(decision.action)
-        agent.feedback(decision.action, result.observation.text, result.reward)
+    for decision, result in play_game(env, obs, agent):
         obs = result.observation
         steps.append(
             TrajectoryStep(
                 thought=decision.thought, action=decision.action, observation=obs.text[:2000]
             )
         )
-        if result.done:
-            break
     replayed = next((it for it in items if it.description == agent.replayed), None)
     traj = Trajectory(
         task=" ".join(p for p in (obs.task.strip(), first_line) if p),
@@ -477,27 +452,24 @@ def _play_one(
     handover: int,
     embedder_name: str,
 ) -> Run:
-    """One condition in a worker process (its own JVM and embedder)."""
-    from graphmem.models import seeded_ids
+    """One condition in a worker process (its own JVM and embedder). Ids are seeded: with
+    random ids a condition ranked procedures of one description differently from run to run
+    (similarity: 33 then 30 solved)."""
 
-    logging.getLogger("graphmem").setLevel(logging.ERROR)
-    logging.getLogger("py4j").setLevel(logging.CRITICAL)
-    envs = open_envs(sorted({t for t, _, _ in plan}), budget)
-    # Seeded ids: procedures with the same description tie, and ties go by id, so with random
-    # ids a condition ranked them differently from run to run (similarity: 33 then 30 solved).
-    try:
-        with seeded_ids(0):
-            return play_stream(
-                name,
-                plan,
-                gold,
-                envs,
-                fold=fold,
-                handover=handover,
-                embedder=make_embedder(embedder_name),
-            )
-    finally:
-        close_envs(envs)
+    def play(envs: Any) -> Run:
+        return play_stream(
+            name,
+            plan,
+            gold,
+            envs,
+            fold=fold,
+            handover=handover,
+            embedder=make_embedder(embedder_name),
+        )
+
+    return run_in_worker(
+        play, lambda: open_envs(sorted({t for t, _, _ in plan}), budget), close_envs
+    )
 
 
 # ---- setting up: task types, the plan, the gold runs ---------------------------------------
@@ -594,16 +566,14 @@ def summary_rows(runs: dict[str, Run], tasks: Sequence[str]) -> list[dict[str, A
     return rows
 
 
+def _measure(measure: str) -> Callable[[Run], list[float]]:
+    return lambda run: [float(e[measure]) for e in run.episodes]
+
+
 def comparisons(runs: dict[str, Run]) -> list[dict[str, Any]]:
-    out = []
-    for a, b in COMPARISONS:
-        if a not in runs or b not in runs:
-            continue
-        for measure in ("success", "score"):
-            xs = [float(e[measure]) for e in runs[a].episodes]
-            ys = [float(e[measure]) for e in runs[b].episodes]
-            out.append({"a": a, "b": b, "measure": measure, **asdict(compare(xs, ys))})
-    return out
+    """Every pair of :data:`COMPARISONS` played, on episodes solved and on score."""
+    views = [View(m, _measure(m)) for m in ("success", "score")]
+    return paired_comparisons(runs, COMPARISONS, views, "measure")
 
 
 def targets(cmp: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -777,18 +747,11 @@ def markdown(data: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Play every condition on the mixed stream; write the results."""
-    from bench.common import progress_bar
     from bench.protocol import SCIENCEWORLD_HELDOUT, SCIENCEWORLD_TUNING
     from graphmem.config import RetrievalConfig
 
-    names = [c for c in (args.conditions or ",".join(CONDITIONS)).split(",") if c]
-    if unknown := [n for n in names if n not in CONDITIONS]:
-        raise SystemExit(
-            f"unknown condition(s) {', '.join(unknown)} for --stream mixed; "
-            f"known: {', '.join(CONDITIONS)}"
-        )
-    if args.handover < 1:
-        raise SystemExit("--handover must be at least 1")
+    names = pick_conditions(args.conditions, CONDITIONS, CONDITIONS)
+    check_handover(args.handover)
     protocol = SCIENCEWORLD_HELDOUT if args.heldout else SCIENCEWORLD_TUNING
     if args.heldout or args.fold is None:
         args.fold, args.test_start = protocol.fold, protocol.start
@@ -842,38 +805,15 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
         files = write_results(args.out, name, data, markdown(data))
         return data
 
-    runs: dict[str, Run] = {}
     jobs = max(1, min(args.jobs, len(names)))
-    bar = progress_bar(len(names), "conditions", enabled=not args.no_progress)
-    try:
-        if jobs == 1:
-            for cname in names:
-                runs[cname] = _play_one(
-                    cname, plan, gold, args.fold, args.budget, args.handover, args.embedder
-                )
-                write(runs)
-                bar.update(1)
-        else:
-            with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
-                futures = {
-                    pool.submit(
-                        _play_one,
-                        cname,
-                        plan,
-                        gold,
-                        args.fold,
-                        args.budget,
-                        args.handover,
-                        args.embedder,
-                    ): cname
-                    for cname in names
-                }
-                for future in as_completed(futures):
-                    runs[futures[future]] = future.result()
-                    write(runs)
-                    bar.update(1)
-    finally:
-        bar.close()
+    runs = play_conditions(
+        names,
+        _play_one,
+        (plan, gold, args.fold, args.budget, args.handover, args.embedder),
+        jobs=jobs,
+        write=write,
+        progress=not args.no_progress,
+    )
     data = write(runs)
     return {"data": data, "files": files, "runs": runs}
 

@@ -82,7 +82,7 @@ def play(
 
 
 def census(args: argparse.Namespace, seeds: SeedRange) -> dict[str, Any]:
-    from bench.learning import make_embedder
+    from bench.common import make_embedder
     from graphmem.agents import Plan
 
     embedder = make_embedder(args.embedder)
