@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from graphmem.stores.base import MemoryStore
 
 
-from graphmem.stores.neo4j.uri import NEO4J_SCHEMES, check_neo4j_uri, redact_uri
+from graphmem.stores.neo4j.uri import (
+    NEO4J_SCHEMES,
+    check_neo4j_uri,
+    redact_uri,
+    shown_uri,
+    unshowable,
+)
 
 __all__ = ["NEO4J_SCHEMES", "Settings", "check_neo4j_uri", "redact_uri"]
 
@@ -61,6 +67,23 @@ def _llm_limits(e: Mapping[str, str]) -> dict[str, Any]:
 
 
 ANN_THRESHOLD = 20_000  # stores.embedded.vectors.DEFAULT_ANN_THRESHOLD (tests keep them equal)
+
+
+def check_llm_url(url: str) -> str:
+    """``GRAPHMEM_LLM_BASE_URL`` if it is an http(s) URL, else a ConfigError that shows it only
+    masked, or not at all when it does not parse (it may carry an API key)."""
+    why = unshowable(url)
+    if why is not None:
+        raise ConfigError(
+            f"unusable GRAPHMEM_LLM_BASE_URL (not shown: {why}): write it as "
+            "http://HOST:PORT/v1, and put an API key in GRAPHMEM_LLM_API_KEY"
+        )
+    if not url.lower().startswith(("http://", "https://")):
+        raise ConfigError(
+            f"unusable GRAPHMEM_LLM_BASE_URL {shown_uri(url)[:200]!r}: it must start with "
+            "http:// or https://, e.g. http://127.0.0.1:8080/v1"
+        )
+    return url
 
 
 def _ann_threshold(text: str) -> int | None:
@@ -127,16 +150,24 @@ class Settings:
         embedder = e.get("GRAPHMEM_EMBEDDER", "").strip().lower() or "minilm"
         if embedder not in ("minilm", "hashing"):
             raise ConfigError(f"GRAPHMEM_EMBEDDER must be 'minilm' or 'hashing', not {embedder!r}")
+        neo4j_uri = check_neo4j_uri(uri) if (uri := e.get("GRAPHMEM_NEO4J_URI")) else None
+        store = e.get("GRAPHMEM_STORE", "graphmem-data")
+        if not store.strip() and neo4j_uri is None:
+            # An unset variable expanded (GRAPHMEM_STORE=$DIR): the working directory is no store.
+            raise ConfigError(
+                "GRAPHMEM_STORE is set but empty: name the store's directory, or unset it for "
+                "./graphmem-data"
+            )
         return cls(
-            store_path=Path(e.get("GRAPHMEM_STORE", "graphmem-data")),
-            neo4j_uri=check_neo4j_uri(uri) if (uri := e.get("GRAPHMEM_NEO4J_URI")) else None,
+            store_path=Path(store),
+            neo4j_uri=neo4j_uri,
             neo4j_user=e.get("GRAPHMEM_NEO4J_USER", "neo4j"),
             neo4j_password=e.get("GRAPHMEM_NEO4J_PASSWORD") or None,
             neo4j_database=e.get("GRAPHMEM_NEO4J_DATABASE", "neo4j"),
             neo4j_retry_s=_retry_s(e.get("GRAPHMEM_NEO4J_RETRY_S", "")),
             embedder=embedder,
             ann_threshold=_ann_threshold(e.get("GRAPHMEM_ANN_THRESHOLD", "")),
-            llm_base_url=e.get("GRAPHMEM_LLM_BASE_URL") or None,
+            llm_base_url=check_llm_url(url) if (url := e.get("GRAPHMEM_LLM_BASE_URL")) else None,
             llm_model=e.get("GRAPHMEM_LLM_MODEL") or None,
             llm_api_key=e.get("GRAPHMEM_LLM_API_KEY") or e.get("OPENAI_API_KEY") or None,
             **_llm_limits(e),

@@ -22,17 +22,19 @@ def at_least_one(text: str) -> int:
 
 
 @overload
-def checked_namespace(namespace: str) -> Namespace: ...
+def checked_namespace(namespace: str, *, name: str = ...) -> Namespace: ...
 @overload
-def checked_namespace(namespace: None) -> None: ...
-def checked_namespace(namespace: str | None) -> Namespace | None:
-    """``--namespace``'s value, checked; None when the option was not given. An empty one is
-    refused (it read as "every namespace" before, where ``../x`` was refused)."""
+def checked_namespace(namespace: None, *, name: str = ...) -> None: ...
+def checked_namespace(namespace: str | None, *, name: str = "--namespace") -> Namespace | None:
+    """``--namespace``'s value (or the argument ``name``'s), checked; None when the option was
+    not given. An empty one is refused (it read as "every namespace" before, where ``../x`` was
+    refused)."""
     if namespace is None:
         return None
     if not namespace:
-        raise InvalidNamespace("--namespace is empty: name a namespace, or leave the option out")
+        or_not = ", or leave the option out" if name.startswith("-") else ""
+        raise InvalidNamespace(f"{name} is empty: name a namespace{or_not}")
     try:
         return Namespace(namespace)
     except InvalidInput as e:
-        raise InvalidNamespace(f"--namespace: {e}") from e
+        raise InvalidNamespace(f"{name}: {e}") from e

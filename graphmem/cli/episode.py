@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from graphmem.cli.args import checked_namespace
 from graphmem.models import Edge
 from graphmem.ops.explain import EpisodeReport
 from graphmem.settings import Settings
@@ -33,18 +34,22 @@ def _episode(args: argparse.Namespace) -> int:
     from graphmem.memory import GraphMemory
     from graphmem.ops.explain import explain_episode, latest_episode_id
 
+    namespace = checked_namespace(args.namespace, name="NAMESPACE")
     # Only reads: a stand-in embedder spares loading the model (nothing is embedded).
     memory = GraphMemory(Settings.from_env().open_store(create=False), embedder=HashingEmbedder(8))
     with memory:
-        episode_id = args.episode_id or latest_episode_id(memory, args.namespace)
+        episode_id = args.episode_id or latest_episode_id(memory, namespace)
         if episode_id is None:
-            print(f"no episodes in namespace {args.namespace!r}")
+            if args.json:  # JSON asked, JSON given: no episode is null
+                print(json.dumps(None))
+                return 0
+            print(f"no episodes in namespace {namespace!r}")
             return 0
-        report = explain_episode(memory, args.namespace, episode_id)
+        report = explain_episode(memory, namespace, episode_id)
         if args.json:
             print(json.dumps(report.model_dump(mode="json"), indent=2))
             return 0
-        print(tell_procedures_apart(memory.store, args.namespace, report).render())
+        print(tell_procedures_apart(memory.store, namespace, report).render())
     return 0
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from graphmem.cli.args import at_least_one
+from graphmem.cli.args import at_least_one, checked_namespace
 from graphmem.settings import Settings
 
 DEFAULT_CHAINS = 5
@@ -40,18 +40,22 @@ def _history(args: argparse.Namespace) -> int:
     from graphmem.memory import GraphMemory
     from graphmem.ops.history import history, version_chains
 
+    namespace = checked_namespace(args.namespace, name="NAMESPACE")
     # History only reads: a stand-in embedder spares loading the model (nothing is embedded).
     memory = GraphMemory(Settings.from_env().open_store(create=False), embedder=HashingEmbedder(8))
     with memory:
         memory_id = args.memory_id
         chains = []
         if memory_id is None:
-            chains = version_chains(memory, args.namespace, limit=args.chains)
+            chains = version_chains(memory, namespace, limit=args.chains)
             if not chains:
-                print(f"no version chains (EVOLVED_FROM) in namespace {args.namespace!r}")
+                if args.json:  # JSON asked, JSON given: the same keys, nothing in them
+                    print(json.dumps({"chains": [], "history": None}, indent=2))
+                    return 0
+                print(f"no version chains (EVOLVED_FROM) in namespace {namespace!r}")
                 return 0
             memory_id = chains[0].ids[0]
-        found = history(memory, args.namespace, memory_id)
+        found = history(memory, namespace, memory_id)
         if args.json:
             out = {
                 "chains": [c.model_dump(mode="json") for c in chains],
@@ -60,7 +64,7 @@ def _history(args: argparse.Namespace) -> int:
             print(json.dumps(out, indent=2))
             return 0
         if chains:
-            print(f"Longest version chains in namespace {args.namespace!r}:")
+            print(f"Longest version chains in namespace {namespace!r}:")
             for chain in chains:
                 state = " (obsolete)" if chain.obsolete else ""
                 print(
@@ -72,7 +76,7 @@ def _history(args: argparse.Namespace) -> int:
         if found.episodes:
             last = found.episodes[-1].episode_id
             print(
-                f"\nWhat an episode was offered and used: graphmem episode {args.namespace} {last}"
+                f"\nWhat an episode was offered and used: graphmem episode {namespace} {last}"
                 "\n(and on the page: graphmem viz task <id>, section Episodes)"
             )
     return 0

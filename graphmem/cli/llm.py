@@ -15,7 +15,8 @@ import argparse
 import logging
 
 from graphmem.errors import ConfigError
-from graphmem.settings import Settings, redact_uri
+from graphmem.settings import Settings
+from graphmem.stores.neo4j.uri import shown_uri
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,7 +38,7 @@ def _check(args: argparse.Namespace) -> int:
         raise ConfigError("set GRAPHMEM_LLM_BASE_URL (and GRAPHMEM_LLM_MODEL) to check an endpoint")
     words, seconds = llm.check()  # a failure is an LLMError: one line, exit 2
     usage = llm.usage.snapshot().summary()
-    where = f"{redact_uri(settings.llm_base_url or '')} ({llm.name})"
+    where = f"{shown_uri(settings.llm_base_url or '')} ({llm.name})"
     print(f"{where}: ok in {seconds:.2f} s, output mode {llm.output_mode}")
     print(f"answer: {', '.join(words)}")
     print(f"LLM usage: {usage}")

@@ -18,8 +18,8 @@ import logging
 import os
 import sys
 
+from graphmem.cli.args import checked_namespace
 from graphmem.errors import ConfigError
-from graphmem.models import Namespace
 from graphmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ def _serve(args: argparse.Namespace) -> int:
     # A missing package is a MissingExtra naming it and the extra that brings it.
     from graphmem.integrations.mcp_server import build_server
 
-    namespace = Namespace(args.namespace) if args.namespace is not None else None
+    namespace = checked_namespace(args.namespace)
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be 1-65535, got {args.port}")
     memory = Settings.from_env().open_memory()

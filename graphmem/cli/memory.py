@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from graphmem.cli.args import checked_namespace
 from graphmem.settings import Settings
 
 
@@ -19,10 +20,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _restore(args: argparse.Namespace) -> int:
     from graphmem.ops.obsolescence import restore_in
 
-    store = Settings.from_env().open_store()
+    namespace = checked_namespace(args.namespace, name="NAMESPACE")
+    store = Settings.from_env().open_store(create=False)  # a mistyped path: create nothing
     try:
-        was = store.get(args.namespace, args.memory_id)
-        restore_in(store, args.namespace, args.memory_id)
+        was = store.get(namespace, args.memory_id)
+        restore_in(store, namespace, args.memory_id)
         state = f"restored (was: {was.obsolete_reason})" if was.obsolete else "already live"
         print(f"{args.memory_id}: {state}")
     finally:

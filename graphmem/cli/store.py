@@ -11,7 +11,8 @@ from typing import Any
 
 from graphmem.cli.args import checked_namespace
 from graphmem.errors import InvalidInput, StoreError
-from graphmem.settings import Settings, redact_uri
+from graphmem.settings import Settings
+from graphmem.stores.neo4j.uri import shown_uri
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,7 +59,7 @@ def _stats(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps({"backend": settings.backend, "namespaces": table}, indent=2))
             return 0
-        where = redact_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
+        where = shown_uri(settings.neo4j_uri) if settings.neo4j_uri else str(settings.store_path)
         print(f"store: {settings.backend} ({where}), dimension {store.dimension}")
         if not table:
             print("no memories yet")

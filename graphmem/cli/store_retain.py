@@ -100,10 +100,14 @@ def _kind(name: str) -> MemoryKind:
 def open_store(directory: Path | None) -> MemoryStore:
     if directory is not None:
         from graphmem.stores.embedded import EmbeddedStore
+        from graphmem.stores.embedded.sqlite_log import is_sqlite_store
 
-        if not (directory / "CURRENT").is_file():
-            raise InvalidInput(f"{directory} holds no embedded graphmem store (no CURRENT file)")
-        return EmbeddedStore.open(directory)
+        if not (directory / "CURRENT").is_file() and not is_sqlite_store(directory):
+            raise InvalidInput(
+                f"{directory} holds no embedded graphmem store (no CURRENT file, no "
+                "graphmem.sqlite)"
+            )
+        return EmbeddedStore.open(directory)  # either durability: the one the directory holds
     from graphmem.settings import Settings
 
     return Settings.from_env().open_store(create=False)

@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from graphmem.cli.args import checked_namespace
 from graphmem.errors import InvalidInput, MemoryNotFound
 from graphmem.models import check_id
 from graphmem.settings import Settings
@@ -106,9 +107,10 @@ def _viz(args: argparse.Namespace) -> int:
     check_out(args.out, args.format)
     if args.out == "-" and fmt == "png":
         raise InvalidInput("PNG cannot go to standard output; give --out FILE.png")
+    only = checked_namespace(args.namespace)
     store = Settings.from_env().open_store(create=False)
     try:
-        namespace = args.namespace or find_namespace(store, args.id)
+        namespace = only or find_namespace(store, args.id)
         if args.view == "task":
             sub = viz.task_subgraph(store, namespace, args.id, max_nodes=args.max_nodes)
         elif args.view == "episode":

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import ValidationError
 
 from graphmem.llm.transport import too_large
-from graphmem.stores.neo4j.uri import redact_uri
+from graphmem.stores.neo4j.uri import redact_uri, shown_uri
 
 FailureKind = Literal["permanent", "timeout", "connection", "transient", "too_large"]
 
@@ -68,7 +68,7 @@ def _names(error: BaseException) -> str:
 def describe(error: BaseException, *, base_url: str | None = None, model: str = "") -> Failure:
     """Classify ``error`` and say, in one line, what happened and what to fix (a secret in the
     base URL is masked)."""
-    base_url = redact_uri(base_url) if base_url else base_url
+    base_url = shown_uri(base_url) if base_url else base_url
     status = status_of(error)
     what = f"{type(error).__name__}: {redact_uri(short(error, 200))}"
     names = _names(error)

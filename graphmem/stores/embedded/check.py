@@ -147,7 +147,9 @@ def _open(root: Path, lock_timeout: float) -> Journal | SqliteJournal:
     if is_sqlite_store(root):
         return SqliteJournal(root, lock_timeout)
     if not (root / "CURRENT").is_file():
-        raise InvalidInput(f"{root} holds no embedded graphmem store (no CURRENT file)")
+        raise InvalidInput(
+            f"{root} holds no embedded graphmem store (no CURRENT file, no graphmem.sqlite)"
+        )
     return Journal(root, lock_timeout)
 
 

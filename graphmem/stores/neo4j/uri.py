@@ -83,11 +83,54 @@ def redact_uri(text: str) -> str:
     return _URI.sub(_redact_one, text)
 
 
+_PARSED = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>\\`\x00-\x1f\x7f]*")
+"""A URI :func:`redact_uri` can take apart: a scheme, ``://``, then no blank, quote or control
+character (where a password with one of them ends cannot be told)."""
+
+_BARE_HOST = re.compile(r"[A-Za-z0-9.\-]+(:[0-9]{1,5})?/?")
+"""A host and port alone (``127.0.0.1:7687``): nothing in it can be a secret."""
+
+
+def unshowable(uri: str) -> str | None:
+    """Why the setting ``uri`` cannot be shown even masked, or None when :func:`shown_uri`
+    shows it. A value that does not parse as ``scheme://…`` without blanks or quotes cannot be
+    told apart from the password it may carry (``bolt://neo4j:pa ss@host``, ``neo4j:pw@host``,
+    ``127.0.0.1:1?password=pw``), so none of it is echoed."""
+    if _PARSED.fullmatch(uri) or _BARE_HOST.fullmatch(uri):
+        return None
+    if re.search(r"[\s'\"<>\\`\x00-\x1f\x7f]", uri):
+        return "it holds a blank, a quote or a control character"
+    return "it does not start with scheme://"
+
+
+def shown_uri(uri: str) -> str:
+    """One URI setting's whole value as it may be shown: its credentials masked
+    (:func:`redact_uri`), or, when it does not parse (:func:`unshowable`), nothing of it.
+
+    >>> shown_uri("bolt://neo4j:secret@db:7687")
+    'bolt://***@db:7687'
+    >>> shown_uri("bolt://neo4j:pa ss@db")
+    '<not shown: it holds a blank, a quote or a control character>'
+    >>> shown_uri("neo4j:secret@db")
+    '<not shown: it does not start with scheme://>'
+    """
+    why = unshowable(uri)
+    return redact_uri(uri) if why is None else f"<not shown: {why}>"
+
+
 def check_neo4j_uri(uri: str) -> str:
     """``uri`` if graphmem can connect with it, else a ConfigError that says what to change.
 
-    Credentials never appear in the message (nor belong in the URI).
+    Credentials never appear in the message (nor belong in the URI); a URI that does not parse
+    is not shown at all (:func:`unshowable`).
     """
+    why = unshowable(uri)
+    if why is not None:
+        raise ConfigError(
+            f"unusable Neo4j URI (not shown: {why}): write it as bolt://HOST:PORT, e.g. "
+            "bolt://127.0.0.1:7687, and put the user and password in GRAPHMEM_NEO4J_USER and "
+            "GRAPHMEM_NEO4J_PASSWORD"
+        )
     shown = redact_uri(uri)[:200]
     try:
         parts = urlsplit(uri)
