@@ -112,6 +112,12 @@ class StoreLocked(StoreError):
     """Another process holds the store's lock for longer than we were willing to wait."""
 
 
+class WriteConflict(GraphmemError):
+    """A conditional write found a memory it was conditioned on changed by another writer
+    (``upsert(..., expect_live=...)``: gone, obsolete, superseded or credited since it was
+    read); nothing was written. Read again and decide again."""
+
+
 class LLMError(GraphmemError):
     """The chat model failed or returned output that stayed invalid after the allowed retries."""
 

@@ -60,6 +60,7 @@ from graphmem.errors import (
     InvalidInput,
     MemoryNotFound,
     StoreError,
+    WriteConflict,
 )
 from graphmem.models import (
     UTILITY_FIELDS,
@@ -96,6 +97,7 @@ from graphmem.stores.base import (
     replayed_q_after,
     upsert_batch,
 )
+from graphmem.stores.conditional import stale_read
 from graphmem.stores.embedded.ann import AnnGraph
 from graphmem.stores.embedded.ann_files import read_graphs, save_graphs
 from graphmem.stores.embedded.check import corrupt_log_message, load_snapshot_state
@@ -478,12 +480,19 @@ class EmbeddedStore(MemoryStore):
         edges: Sequence[Edge] = (),
         *,
         keep_utility: bool = True,
+        expect_live: Sequence[AnyMemory] = (),
     ) -> None:
         nodes, edges = upsert_batch(nodes, edges)
         if not nodes and not edges:
             return
         with self._write():
             state = self._state
+            for read in expect_live:  # under the write lock, caught up: a compare-and-set
+                now = state.memory(read.namespace, read.id)
+                superseded = now is not None and state.is_superseded(read.namespace, read.id)
+                problem = stale_read(read, now, superseded)
+                if problem is not None:
+                    raise WriteConflict(problem)
             new_dim: int | None = None  # fixed by this call's first vector if none is yet
             batch: dict[tuple[str, str], tuple[AnyMemory, Vector | None]] = {}
             for node in nodes:

@@ -372,6 +372,17 @@ WHERE m.kind IS NOT NULL
 RETURN properties(m) AS props
 """
 
+# A conditional write (upsert's ``expect_live``) write-locks what its writer read, then reads
+# it again: a concurrent writer retiring the same memories has committed or waits for this one.
+# Ids come sorted so concurrent calls lock in the same order.
+LOCK_READ: Final = """
+UNWIND $rows AS row
+MATCH (m:Memory {namespace: row.namespace, id: row.id})
+SET m.cas_lock = true
+REMOVE m.cas_lock
+RETURN properties(m) AS props, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
+"""
+
 EDGES_OF: Final = """
 MATCH (a:Memory {namespace: $namespace, id: $id})
 MATCH (a)-[r]-(b:Memory)
