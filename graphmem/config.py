@@ -99,6 +99,15 @@ class RetrievalConfig(GraphmemModel):
         "credited); the others are reported as withheld (docs/design.md, Abstention). Off by "
         "default: on the mixed stream it changed nothing on dev and cost 1 point held out.",
     )
+    max_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="A token budget for the hand-over beside k2: hits are taken best first, "
+        "any kind, while their prompt text (``Retrieval.as_prompt``, about four characters a "
+        "token) fits; a hit that does not fit is withheld (reason 'token budget') and a "
+        "shorter one after it may still be taken. None: k2 alone.",
+    )
     choose_kinds: bool = Field(
         default=False,
         description="Utility chooses the kind per task cluster: the candidates of each kind "

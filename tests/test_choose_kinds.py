@@ -41,9 +41,7 @@ def played(mem: GraphMemory, ns: str, used_kind: type, reward: float, times: int
 
 def seeded(mem: GraphMemory, ns: str, *, note_reward: float) -> tuple[list[str], list[str]]:
     procs = [
-        p.id
-        for i in range(2)
-        for p in mem.build(
+        mem.build(
             ns,
             {
                 "task": TASK,
@@ -51,7 +49,8 @@ def seeded(mem: GraphMemory, ns: str, *, note_reward: float) -> tuple[list[str],
                 "success": True,
                 "steps": [{"action": f"take tomato {i}"}, {"action": "use stove"}],
             },
-        ).procedures  # a script and the trajectory it was distilled from
+        ).procedure.id
+        for i in range(2)
     ]
     notes = [mem.add_note(ns, f"{TASK}: the tomato soup needs salt ({i})").id for i in range(2)]
     played(mem, ns, Procedure, 0.0, 4)  # following the procedures fails here
@@ -69,7 +68,10 @@ def test_a_kind_worse_than_no_memory_is_withheld_for_the_cluster(
     r = mem.retrieve(namespace, TASK)
     handed = {h.memory.id for h in r.hits}
     assert handed == set(notes)  # the notes that win here, and none of the procedures
-    assert {h.memory.id for h in r.withheld} == set(procs)
+    # Every procedure recalled is withheld (hybrid recall may add the trajectories the
+    # scripts were distilled from), each with its kind's reason.
+    assert set(procs) <= {h.memory.id for h in r.withheld}
+    assert all(isinstance(h.memory, Procedure) for h in r.withheld)
     assert all(h.withheld and "kind Procedure" in h.withheld for h in r.withheld)
     assert r.baseline is not None and r.baseline_episodes == 4
 
@@ -84,7 +86,7 @@ def test_nothing_is_handed_over_where_no_kind_beats_acting_alone(
     procs, notes = seeded(mem, namespace, note_reward=0.0)
     r = mem.retrieve(namespace, TASK)
     assert r.hits == []
-    assert {h.memory.id for h in r.withheld} == {*procs, *notes}
+    assert {*procs, *notes} <= {h.memory.id for h in r.withheld}
 
 
 def test_an_episode_that_credits_nothing_teaches_the_baseline(

@@ -375,7 +375,7 @@ def retrieve(
     hits = rank_candidates(
         candidates,
         cfg.lam,
-        len(candidates) if judge else cfg.k2,
+        len(candidates) if judge or cfg.max_tokens is not None else cfg.k2,
         use_sim=cfg.policy is not RetrievePolicy.RANDOM,
         utility_kinds=cfg.utility_kinds,
         q_reward_scale=scale,
@@ -389,7 +389,10 @@ def retrieve(
     if judge:
         base = baseline(mem, cluster)
         hits, withheld = withhold(mem, hits, base, cfg)
-        hits = hits[: cfg.k2]
+    if cfg.max_tokens is not None:
+        hits, over = within_tokens(hits, mem.store, namespace, cfg.max_tokens, cfg.k2)
+        withheld += over
+    hits = hits[: cfg.k2]
     explored = False
     if rng is not None and cfg.epsilon > 0 and len(candidates) > 1 and rng.random() < cfg.epsilon:
         hits = _explore(candidates, cfg, rng, scale, prior)
@@ -423,6 +426,34 @@ def retrieve(
     if open_episode or episode_id is not None:
         result.episode_id = record_retrieval(mem.store, result, episode_id=episode_id)
     return result
+
+
+def within_tokens(
+    hits: Sequence[Hit], store: MemoryStore, namespace: Namespace, budget: int, k: int
+) -> tuple[list[Hit], list[Hit]]:
+    """At most ``k`` of the ranked ``hits`` whose prompt text fits a token budget, best first
+    (about four characters a token, as :func:`graphmem.ops.prompting.format_memory` writes
+    it; ranks renumbered), and those passed over for it (withheld, with the reason)."""
+    from graphmem.ops.prompting import format_memory
+
+    kept: list[Hit] = []
+    over: list[Hit] = []
+    used = 0
+    for hit in hits:
+        if len(kept) == k:
+            break
+        text = "\n".join(format_memory(hit.memory, store, namespace))
+        cost = 1 + len(text) // 4
+        if used + cost <= budget:
+            used += cost
+            kept.append(hit.model_copy(update={"rank": len(kept)}))
+        else:
+            over.append(
+                hit.model_copy(
+                    update={"withheld": f"token budget: {cost} tokens, {budget - used} left"}
+                )
+            )
+    return kept, over
 
 
 # ---- phase A ---------------------------------------------------------------------------
