@@ -860,10 +860,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--items",
-        choices=("experiences", "facts"),
+        choices=("experiences", "facts", "both"),
         default="experiences",
         help="with --stream mixed: what memory holds: past games to follow (experiences, "
-        "default) or the facts they taught (facts)",
+        "default), the facts they taught (facts), or both kinds in one hand-over (both)",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="with --stream mixed: conditions played at once (1)"

@@ -78,6 +78,11 @@ class Condition:
     expand: Literal["off", "tasks", "links", "links+tasks"] | None = None
     """None: graphmem's default (``RetrievalConfig.expand``: off); 'links+tasks' adds the
     graph's neighbours to phase A (issue 45: task clusters and LINKS_TO feeding phase A)."""
+    choose_kinds: bool | None = None
+    """None: graphmem's default (``RetrievalConfig.choose_kinds``); True: utility chooses the
+    kind per task cluster (issue 52); the similarity baselines set False."""
+    utility_kinds: tuple[str, ...] | None = None
+    """None: graphmem's default (``RetrievalConfig.utility_kinds``)."""
     advantage: bool = False
     """Credit R − b instead of R: b is the family's running success rate in this stream (how
     games of that kind go anyway), so Q measures what a memory adds, not how easy its
@@ -103,6 +108,8 @@ def retrieval_config(condition: Condition, k: int, kinds: Sequence[MemoryKind]) 
         "abstain": condition.abstain,
         "expand": condition.expand,
         "abstain_z": condition.abstain_z,
+        "choose_kinds": condition.choose_kinds,
+        "utility_kinds": condition.utility_kinds,
     }
     overrides: dict[str, Any] = {k: v for k, v in chosen.items() if v is not None}
     return RetrievalConfig(k1=CANDIDATES * k, k2=k, kinds=tuple(kinds), **overrides)

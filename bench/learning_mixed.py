@@ -91,8 +91,43 @@ CONDITIONS: dict[str, Condition] = {
         Condition("none", "no memory (best explorer without it)", "none"),
         Condition("plain", "every memory handed over (no retrieval)", "plain"),
         Condition("flat-topk", "LangGraph InMemoryStore search, top-K by cosine", "flat"),
-        Condition("similarity", "graphmem λ=0 (graph on)", "graphmem", 0.0, abstain=False),
+        Condition(
+            "similarity",
+            "graphmem λ=0 (graph on)",
+            "graphmem",
+            0.0,
+            abstain=False,
+            choose_kinds=False,
+        ),
         Condition("two-phase", "graphmem λ=0.5, its defaults (graph on)", "graphmem", 0.5),
+        Condition(
+            "two-phase-kinds",
+            "graphmem λ=0.5, utility chooses the kind per task cluster (graph on)",
+            "graphmem",
+            0.5,
+            choose_kinds=True,
+        ),
+        Condition(
+            "two-phase-kinds-notes",
+            "graphmem λ=0.5, utility chooses the kind per task cluster and ranks notes by Q "
+            "too (graph on)",
+            "graphmem",
+            0.5,
+            choose_kinds=True,
+            utility_kinds=("Procedure", "Note", "Tip"),
+        ),
+        Condition(
+            "experiences-only",
+            "graphmem λ=0.5, procedures only (--items both: the same games)",
+            "graphmem",
+            0.5,
+        ),
+        Condition(
+            "facts-only",
+            "graphmem λ=0.5, distilled notes only (--items both: the same games)",
+            "graphmem",
+            0.5,
+        ),
         Condition(
             "two-phase-noabstain",
             "graphmem λ=0.5, its defaults but abstention off (graph on)",
@@ -477,10 +512,11 @@ class GraphmemExperiences(GraphmemMemory):
             self.mem.evolve(self.namespace, out.built.procedure.id)
 
 
-ITEMS = ("experiences", "facts")
+ITEMS = ("experiences", "facts", "both")
 """What memory holds (``--items``): past games as experiences to follow (the start of a game
 hands over K of them, chosen for the task and first room), or the facts games taught (asked
-for at the start and by question during the game)."""
+for at the start and by question during the game), or both (:mod:`bench.learning_both`: one
+hand-over of K of either kind at the start, facts asked for during the game)."""
 
 
 def make_memory(
@@ -490,6 +526,10 @@ def make_memory(
     store_dir: Path | None = None,
     items: str = "experiences",
 ) -> Memory:
+    if items == "both":
+        from bench.learning_both import make_both
+
+        return make_both(condition, embedder, k, store_dir)  # type: ignore[no-any-return]
     if condition.kind == "none":
         return NoMemory()
     if items == "experiences":
@@ -585,13 +625,13 @@ def play_stream(
     memory = make_memory(condition, embedder, handover, items=items)
     run = Run(condition.name)
     tally: dict[str, tuple[int, int]] = {}  # family -> (won, played) so far: the baseline
-    asks = items == "facts"  # experiences are handed over once, at the start of a game
+    asks = items != "experiences"  # experiences are handed over once, at the start of a game
     started = time.perf_counter()
     for family, seed in plan:
         t0 = time.perf_counter()
         env = envs[family]
         obs = env.reset(seed, fold=fold)
-        key = experience_key(obs.task, obs.text) if items == "experiences" else obs.task
+        key = experience_key(obs.task, obs.text) if items != "facts" else obs.task
         offers = memory.start(key)
         decisions = [len(offers)]
         sources = {o.id: set(o.facts) for o in offers if o.plan is None}
@@ -615,7 +655,12 @@ def play_stream(
         baseline = (wins + 1) / (played + 2) if condition.advantage else None
         memory.finish(key, used, result.success, baseline)
         tally[family] = (wins + int(bool(result.success)), played + 1)
-        if items == "experiences":
+        if items == "both" and hasattr(memory, "learn_game"):
+            memory.learn_game(key, steps[1:], bool(result.success))
+        elif items == "both":
+            memory.learn_experience(key, [(a, o) for a, o, _ in steps[1:]], bool(result.success))
+            memory.learn(family, obs.task, extract_facts(steps))
+        elif items == "experiences":
             memory.learn_experience(key, [(a, o) for a, o, _ in steps[1:]], bool(result.success))
         else:
             memory.learn(family, obs.task, extract_facts(steps))
