@@ -180,19 +180,25 @@ class RetrievalConfig(GraphmemModel):
         description="Graph expansion ('links'): best candidates whose links are followed.",
     )
     hybrid: bool = Field(
-        default=False,
+        default=True,
         description="Phase A recalls by keywords too: the k1 vector candidates and the text_k "
         "best by BM25 (the stores' full-text index) are fused (``fusion``) and the fused best "
         "k1 go to phase B, which then ranks by the fused score where it would by similarity "
-        "(docs/design.md, Hybrid recall).",
+        "(docs/design/retrieval.md, Hybrid recall). On by default; off when ``expand`` is on and hybrid "
+        "was not asked for (asking for both is refused).",
     )
     text_k: int | None = Field(
-        default=None, ge=1, le=1000, description="Hybrid: keyword candidates (None: k1)."
+        default=None,
+        ge=1,
+        le=1000,
+        description="Hybrid: keyword candidates (None: k1, at least 10 under adaptive fusion).",
     )
-    fusion: Literal["rrf"] = Field(
-        default="rrf",
-        description="Hybrid: how the two rankings are fused; 'rrf' is reciprocal rank fusion, "
-        "Σ weight / (rrf_k + rank).",
+    fusion: Literal["adaptive", "rrf"] = Field(
+        default="adaptive",
+        description="Hybrid: how the two rankings are fused: reciprocal rank fusion, "
+        "Σ weight / (rrf_k + rank); 'adaptive' weighs the keyword ranking per query by how "
+        "far its best BM25 score stands above the others (0 to 2× text_weight), 'rrf' by "
+        "text_weight alone (graphmem.ops.fusion).",
     )
     rrf_k: int = Field(default=60, ge=1, le=10_000, description="Hybrid: RRF's rank offset.")
     vector_weight: float = Field(
@@ -204,6 +210,8 @@ class RetrievalConfig(GraphmemModel):
 
     @model_validator(mode="after")
     def _expand_without_hybrid(self) -> RetrievalConfig:
+        if self.expand != "off" and self.hybrid and "hybrid" not in self.model_fields_set:
+            self.__dict__["hybrid"] = False  # the default yields to an explicit expand
         if self.expand != "off" and self.hybrid:
             raise ConfigError(
                 "expand and hybrid cannot be combined yet: graph expansion extends the vector "

@@ -129,7 +129,7 @@ def test_hybrid_retrieval_finds_what_only_the_keywords_find() -> None:
     notes = [mem.add_note("demo", t) for t in texts]
     target = mem.add_note("demo", "Booking reference QZ7781 for the ferry")
     query = "my cousin and the ferry booking QZ7781"
-    plain = mem.retrieve("demo", query, kinds=("Note",), k1=5, k2=3, lam=0.0)
+    plain = mem.retrieve("demo", query, kinds=("Note",), k1=5, k2=3, lam=0.0, hybrid=False)
     assert all(h.vector_rank is None and h.fused is None for h in plain.hits)
     hybrid = mem.retrieve("demo", query, kinds=("Note",), k1=5, k2=3, lam=0.0, hybrid=True)
     top = hybrid.hits[0]

@@ -1,18 +1,29 @@
 """Hybrid phase A: vector and keyword candidates fused into one pool (docs/design.md).
 
-Phase A of :func:`graphmem.ops.retrieve.retrieve` with ``hybrid=True`` asks the store twice:
-``recall`` for the k1 live memories most similar to the query's embedding, and ``recall_text``
-for the ``text_k`` (default k1) that match its words best by BM25. Each list ranks its
-memories 1, 2, …; reciprocal rank fusion (RRF) gives each memory
-``vector_weight / (rrf_k + vector rank) + text_weight / (rrf_k + text rank)`` (a term for each
-list it is in), the best k1 by that score form the pool, and phase B ranks the pool by
-``(1-λ)·ẑ(fused) + λ·ẑ(Q)``. A memory that only the keywords find (an exact rare word, a name, a
-number the embedding blurs) can therefore rank first, and one that only the vector finds still
-competes. RRF reads ranks, not scores, so cosine and BM25 (whose scale differs between Lucene
-and the embedded store's index, and from query to query) need no calibration.
+Phase A of :func:`graphmem.ops.retrieve.retrieve` with ``hybrid=True`` (the default) asks the
+store twice: ``recall`` for the k1 live memories most similar to the query's embedding, and
+``recall_text`` for the ``text_k`` (default: k1, and at least :data:`PEAK_DEPTH`) that match its
+words best by BM25. Each list ranks its memories 1, 2, …; reciprocal rank fusion (RRF) gives
+each memory ``vector_weight / (rrf_k + vector rank) + w_text / (rrf_k + text rank)`` (a term
+for each list it is in), the best k1 by that score form the pool, and phase B ranks the pool
+by ``(1-λ)·ẑ(fused) + λ·ẑ(Q)``. A memory that only the keywords find (an exact rare word, a
+name, a number the embedding blurs) can therefore rank first, and one that only the vector
+finds still competes.
+
+``fusion='adaptive'`` (the default) sets the keyword weight per query from how the keyword
+list looks (:func:`adaptive_text_weight`): when the best BM25 score stands far above the
+others (the query shares a rare word with few memories), the keywords count up to twice the
+vector; when the scores are flat (the query's words are everyday words many memories hold,
+as in a paraphrase), they count for nothing and the vector ranking stands. Plain RRF at 1 : 1
+(``fusion='rrf'``) let look-alikes that share everyday words crowd out the right memory on
+paraphrased questions (docs/benchmarks.md). Both read the keyword scores only as a ratio
+within one query's list, so Lucene's and the embedded index's different scales need no
+calibration.
 
 >>> rrf([["a", "b"], ["c", "a"]], [1.0, 1.0], k=60)["a"] == 1 / 61 + 1 / 62
 True
+>>> adaptive_text_weight([9.0, 2.0, 1.5]), adaptive_text_weight([3.0, 2.9, 2.9, 2.8] * 3)
+(2.0, 0.0)
 """
 
 from __future__ import annotations
@@ -31,6 +42,38 @@ VectorCandidates = Callable[
     [MemoryStore, str, list[float], RetrievalConfig], list[tuple[AnyMemory, float]]
 ]
 """Phase A by vector alone: (store, namespace, query vector, config) → live (memory, sim)."""
+
+
+PEAK_DEPTH = 10
+"""How many keyword scores :func:`keyword_peak` compares the best one with."""
+PEAK_FLOOR = 1.2
+"""A keyword peak at or below this gives the keyword list no weight."""
+PEAK_SPAN = 1.0
+"""How far above :data:`PEAK_FLOOR` the peak must rise for the keyword list to weigh 1."""
+MAX_TEXT_WEIGHT = 2.0
+"""The most the keyword list weighs (times ``text_weight``) under adaptive fusion."""
+
+
+def keyword_peak(scores: Sequence[float], depth: int = PEAK_DEPTH) -> float:
+    """The best keyword score over the mean of the best ``depth`` (a list shorter than that
+    counts its missing places as 0: a word only one memory holds peaks at ``depth``); 0 for
+    no match."""
+    top = [max(0.0, float(x)) for x in scores[:depth]]
+    if not top or top[0] <= 0.0:
+        return 0.0
+    return top[0] / (sum(top) / depth)
+
+
+def adaptive_text_weight(scores: Sequence[float], base: float = 1.0) -> float:
+    """``base`` times the keyword list's weight for one query under adaptive fusion:
+    ``clip((keyword_peak − PEAK_FLOOR) / PEAK_SPAN, 0, MAX_TEXT_WEIGHT)``.
+
+    Chosen on the dev seeds of the generated conversations (bench.protocol.RETRIEVAL_SPLITS),
+    among floors 1.0-1.5, spans 0.5-4, caps 1-4 and depths 5 and 10: session notes rose from
+    0.569 (RRF 1 : 1) to 0.66 NDCG@10 and turn notes stayed at vector-only's 0.944, against
+    0.823 under RRF; a plateau of settings scored within 0.01 (docs/benchmarks.md)."""
+    peak = keyword_peak(scores)
+    return base * max(0.0, min(MAX_TEXT_WEIGHT, (peak - PEAK_FLOOR) / PEAK_SPAN))
 
 
 def rrf(
@@ -54,6 +97,8 @@ class FusedPool:
     fused: list[float] = field(default_factory=list)
     vector_rank: dict[str, int] = field(default_factory=dict)
     text_rank: dict[str, int] = field(default_factory=dict)
+    text_weight: float = 1.0
+    """The keyword list's weight this query was fused with (adaptive fusion sets it)."""
 
     def annotate(self, hits: Sequence[Hit]) -> list[Hit]:
         """``hits`` (of this pool) with their vector rank, text rank and fused score set."""
@@ -82,7 +127,10 @@ def hybrid_candidates(
     ``one_statement`` is false, which bench.speed_hybrid uses to time the other way); else a
     store whose ``parallel_reads`` is true (each read its own session) is asked for the keyword
     list in a worker thread while it answers the vector recall."""
+    adaptive = cfg.fusion == "adaptive"
     text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
+    if adaptive and cfg.text_k is None:
+        text_k = max(text_k, PEAK_DEPTH)  # the peak compares the best with the next ones
     kinds = list(cfg.kinds)
     both = getattr(store, "recall_hybrid", None) if one_statement else None
     if both is not None:
@@ -108,7 +156,13 @@ def hybrid_candidates(
         found = store.recall_text(namespace, query, text_k, kinds=kinds)
     unknown = [r.memory.id for r in found if r.superseded is None]
     dropped = store.superseded(namespace, unknown) if unknown else set()
-    text_list = [r.memory for r in found if not r.superseded and r.memory.id not in dropped]
+    # A memory without an embedding is not meant to be recalled (a proceduralized build's
+    # DISTILLED_FROM trajectory): vector recall cannot find it, so keywords do not either.
+    text_list = [
+        r.memory
+        for r in found
+        if not r.superseded and r.memory.id not in dropped and r.memory.embedding is not None
+    ]
 
     memories: dict[str, AnyMemory] = {}
     sims: dict[str, float] = {}
@@ -121,13 +175,20 @@ def hybrid_candidates(
         memories[memory.id], sims[memory.id] = memory, sim
     vector_ids = [m.id for m, _ in vector_list]
     text_ids = [m.id for m in text_list]
-    fused = rrf([vector_ids, text_ids], [cfg.vector_weight, cfg.text_weight], k=cfg.rrf_k)
-    order = sorted(memories, key=lambda i: (-fused[i], -sims[i], i))[: cfg.k1]
+    text_weight = cfg.text_weight
+    if adaptive:
+        text_weight = adaptive_text_weight([r.score for r in found], cfg.text_weight)
+    fused = rrf([vector_ids, text_ids], [cfg.vector_weight, text_weight], k=cfg.rrf_k)
+    # A list of weight 0 adds no candidates: with the keywords weighed 0 the pool is the
+    # vector recall's, as without hybrid.
+    kept = [i for i in memories if fused[i] > 0.0] or list(memories)
+    order = sorted(kept, key=lambda i: (-fused[i], -sims[i], i))[: cfg.k1]
     return FusedPool(
         candidates=[(memories[i], sims[i]) for i in order],
         fused=[fused[i] for i in order],
         vector_rank={i: r for r, i in enumerate(vector_ids, start=1)},
         text_rank={i: r for r, i in enumerate(text_ids, start=1)},
+        text_weight=text_weight,
     )
 
 
@@ -144,4 +205,10 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
-__all__ = ["FusedPool", "hybrid_candidates", "rrf"]
+__all__ = [
+    "FusedPool",
+    "adaptive_text_weight",
+    "hybrid_candidates",
+    "keyword_peak",
+    "rrf",
+]
