@@ -115,7 +115,9 @@ def resolve_config(
     if overrides:
         if isinstance(overrides.get("kinds"), str):
             overrides = {**overrides, "kinds": (overrides["kinds"],)}
-        config = RetrievalConfig(**{**config.model_dump(), **overrides})
+        # Only the fields set: a default that yields to another setting (hybrid to expand)
+        # is derived again from the new ones.
+        config = RetrievalConfig(**{**config.model_dump(exclude_unset=True), **overrides})
     if not config.kinds:
         raise InvalidInput("kinds must name at least one kind of memory")
     return config
