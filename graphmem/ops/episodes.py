@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, Field
 
 from graphmem.errors import EpisodeFinished as EpisodeFinished  # re-exported
-from graphmem.errors import InvalidInput
+from graphmem.errors import InvalidInput, MemoryNotFound, StoreError
 from graphmem.models import (
     AnyMemory,
     CreditPolicy,
@@ -158,7 +158,10 @@ def record_retrieval(
     """Write RETRIEVED edges for ``retrieval.hits`` (and a new Episode unless given).
 
     A memory the episode was offered before keeps the edge of that first offer (its rank and
-    scores, and any used mark): an episode records each memory it was handed once.
+    scores, and any used mark): an episode records each memory it was handed once. A hit that
+    another process deleted since it was recalled (retention's delete mode) gets no edge, so
+    it earns no credit, and the retrieval does not fail; an episode deleted meanwhile still
+    raises MemoryNotFound.
     """
     nodes: list[AnyMemory] = []
     offered: set[str] = set()
@@ -192,9 +195,25 @@ def record_retrieval(
         for hit in retrieval.hits
         if hit.memory.id not in offered
     ]
-    if nodes or edges:
-        store.upsert(nodes, edges)
+    for _ in range(_VANISHED_ATTEMPTS):
+        if not nodes and not edges:
+            break
+        try:
+            store.upsert(nodes, edges)
+            break
+        except MemoryNotFound as e:
+            if e.memory_id == episode_id or not any(x.dst == e.memory_id for x in edges):
+                raise
+            there = {m.id for m in store.get_many(retrieval.namespace, [x.dst for x in edges])}
+            edges = [x for x in edges if x.dst in there]
+            log.info("retrieval in ns=%s: a recalled memory was deleted since", retrieval.namespace)
+    else:
+        raise StoreError(f"recalled memories in namespace {retrieval.namespace!r} kept vanishing")
     return episode_id
+
+
+_VANISHED_ATTEMPTS = 3
+"""How often recording a retrieval drops the hits deleted since recall and writes again."""
 
 
 def retrieved_ids(store: MemoryStore, namespace: Namespace, episode_id: str) -> list[str]:

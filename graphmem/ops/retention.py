@@ -271,20 +271,25 @@ def _archive(
 def _delete(
     store: MemoryStore, namespace: Namespace, memory_id: str, parts: Sequence[str]
 ) -> list[str]:
+    """Delete a memory, its parts and the Tasks they leave without a procedure, in ONE store
+    delete: a process killed during an eviction leaves all of it or none (two deletes left an
+    orphan Task behind a ``kill -9`` between them)."""
+    ids = [memory_id, *parts]
+    going = set(ids)
     tasks = [
         e.src
-        for i in (memory_id, *parts)
+        for i in ids
         for e in store.edges(namespace, i, kinds=[EdgeKind.SOLVED_BY], direction="in")
     ]
-    gone = store.delete(namespace, [memory_id, *parts])
     orphans = [
         t
         for t in dict.fromkeys(tasks)
-        if not store.edges(namespace, t, kinds=[EdgeKind.SOLVED_BY], direction="out")
+        if all(
+            e.dst in going
+            for e in store.edges(namespace, t, kinds=[EdgeKind.SOLVED_BY], direction="out")
+        )
     ]
-    if orphans:
-        gone += store.delete(namespace, orphans)
-    return gone
+    return store.delete(namespace, [*ids, *orphans])
 
 
 def plan_namespace(
@@ -308,8 +313,9 @@ def enforce_capacity(
     ``mem.config.retention``; with no capacity set, nothing happens).
 
     Archives (or, with ``on_evict='delete'``, deletes) the surplus in the policy's order and
-    returns what it did. Each eviction is one store write per memory (a patch) or one delete;
-    a crash between them leaves fewer evicted, never a memory lost.
+    returns what it did. Each eviction is one store write per memory (a patch) or one delete
+    (the memory, its parts and the Tasks left without a procedure); a crash between them leaves
+    fewer evicted, never a memory lost nor an orphan Task.
     """
     retention = config if config is not None else mem.config.retention
     if not retention.enabled:
