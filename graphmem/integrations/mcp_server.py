@@ -122,6 +122,24 @@ class Outcome(BaseModel):
     credit: str = Field(description="What was credited: every hit (offered) or those used.")
     replayed: bool = Field(description="True when the episode was finished already: no credit.")
     q_updates: dict[str, float] = Field(description="New q of each credited memory.")
+    summary: str = Field(
+        default="", description="What the reward credited, in words (nothing, when used=[])."
+    )
+
+
+def credit_summary(
+    credited: dict[str, float], replayed: bool, used: list[str] | None, policy: str
+) -> str:
+    """One line on what a report credited, so a client is told, not left to infer it from an
+    empty ``q_updates``."""
+    if replayed:
+        return "finished already: the recorded outcome, nothing credited again"
+    if credited:
+        which = "the hits marked used" if policy == CreditPolicy.USED else "every hit"
+        return f"credited {len(credited)} memories ({which})"
+    if used is not None and not used:
+        return "credited nothing: used=[] says no hit was used (leave used out to credit every hit)"
+    return "credited nothing: the episode holds no memory to credit"
 
 
 class MemoryHistory(BaseModel):
@@ -184,7 +202,10 @@ class MemoryTools:
         ] = True,
     ) -> SearchResult:
         """Search long-term memory (two-phase: recall by similarity, keep by learned utility).
-        Call it before acting on a task; report the task's outcome with the episode id."""
+        Call it before acting on a task; report the task's outcome with the episode id. Where
+        abstention is on, hits not expected to beat acting without memory are left out: listed
+        in ``withheld`` (each with its ``expected`` reward and why), beside the ``baseline``
+        reward such tasks earn without memory; withheld memories are never credited."""
         ns = self.namespace_of(namespace)
         with _as_tool_errors():
             chosen = tuple(MemoryKind(k) for k in kinds) if kinds else DEFAULT_KINDS
@@ -310,7 +331,8 @@ class MemoryTools:
             list[str] | None,
             Field(
                 description="The memory ids (from search_memory's hits) you actually used; "
-                "when given, only those are credited. Leave out to credit every hit."
+                "when given, only those are credited ([] credits nothing). Leave out to credit "
+                "every hit."
             ),
         ] = None,
     ) -> Outcome:
@@ -328,6 +350,9 @@ class MemoryTools:
             credit=str(outcome.episode.credit or CreditPolicy.OFFERED),
             replayed=outcome.replayed,
             q_updates=outcome.q,
+            summary=credit_summary(
+                outcome.q, outcome.replayed, used, outcome.episode.credit or CreditPolicy.OFFERED
+            ),
         )
 
     def memory_history(
