@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Self, TypeAlias
 
 from pydantic import Field
 
@@ -49,6 +49,9 @@ from graphmem.models import (
 )
 
 Direction = Literal["out", "in", "both"]
+
+MemoryId: TypeAlias = str
+"""A memory's id: 1-128 characters of letters, digits and ``_ . : -`` (:func:`check_id`)."""
 
 EXPORT_FORMAT = "graphmem.jsonl/1"
 
@@ -176,14 +179,14 @@ class MemoryStore(ABC):
         """
 
     @abstractmethod
-    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
+    def patch(self, namespace: str, memory_id: MemoryId, changes: dict[str, Any]) -> AnyMemory:
         """Set fields of one memory (not id/namespace/kind/utility); returns the new value."""
 
     @abstractmethod
     def update_utility(
         self,
         namespace: str,
-        memory_ids: Sequence[str],
+        memory_ids: Sequence[MemoryId],
         reward: float,
         alpha: float,
         *,
@@ -198,13 +201,13 @@ class MemoryStore(ABC):
     def finish_episode(
         self,
         namespace: str,
-        episode_id: str,
+        episode_id: MemoryId,
         reward: float,
         alpha: float,
         *,
         success: bool,
         finished_at: datetime,
-        used: Sequence[str] | None = None,
+        used: Sequence[MemoryId] | None = None,
         credit: CreditPolicy = CreditPolicy.OFFERED,
     ) -> EpisodeCredit:
         """Close an open episode and credit ``reward`` to the memories it RETRIEVED, atomically.
@@ -224,7 +227,9 @@ class MemoryStore(ABC):
         An unknown id raises MemoryNotFound; a memory that is not an Episode, InvalidInput.
         """
 
-    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
+    def mark_used(
+        self, namespace: str, episode_id: MemoryId, memory_ids: Sequence[MemoryId]
+    ) -> list[str]:
         """Mark memories an open episode was offered (RETRIEVED) as used; return every id the
         episode has marked used, in rank order.
 
@@ -246,20 +251,20 @@ class MemoryStore(ABC):
         return marked_order(edges, ids)
 
     @abstractmethod
-    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
+    def delete(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[str]:
         """Delete memories, their edges and the orphans they leave; return all deleted ids."""
 
     # ---- reads --------------------------------------------------------------------------
 
     @abstractmethod
-    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
+    def get_many(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[AnyMemory]:
         """The memories that exist among ``memory_ids``, in the order asked."""
 
     @abstractmethod
     def edges(
         self,
         namespace: str,
-        memory_id: str,
+        memory_id: MemoryId,
         *,
         kinds: Sequence[EdgeKind] | None = None,
         direction: Direction = "out",
@@ -346,7 +351,7 @@ class MemoryStore(ABC):
 
     # ---- conveniences written once on the primitives -----------------------------------
 
-    def get(self, namespace: str, memory_id: str) -> AnyMemory:
+    def get(self, namespace: str, memory_id: MemoryId) -> AnyMemory:
         """One memory, or MemoryNotFound."""
         check_id(memory_id)
         found = self.get_many(namespace, [memory_id])
@@ -357,7 +362,7 @@ class MemoryStore(ABC):
     def neighbours(
         self,
         namespace: str,
-        memory_id: str,
+        memory_id: MemoryId,
         *,
         kinds: Sequence[EdgeKind] | None = None,
         direction: Direction = "out",
@@ -368,7 +373,7 @@ class MemoryStore(ABC):
         by_id = {m.id: m for m in self.get_many(namespace, list(dict.fromkeys(other_ids)))}
         return [(e, by_id[o]) for e, o in zip(found, other_ids, strict=True) if o in by_id]
 
-    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
+    def superseded(self, namespace: str, memory_ids: Sequence[MemoryId]) -> set[str]:
         """The ids among ``memory_ids`` that another memory SUPERSEDES (retrieval skips them).
 
         Written here as one edge read per id; the stores answer it in one read.
@@ -460,6 +465,156 @@ class MemoryStore(ABC):
             if lost:
                 line_no, memory_id = min(lost)
                 raise ImportFormatError(line_no, f"edge points at unknown memory {memory_id!r}")
+
+
+class AsyncMemoryStore(ABC):
+    """The store contract for asyncio: :class:`MemoryStore`'s primitives, awaited.
+
+    Each method means what its :class:`MemoryStore` namesake means (see there); the blocking
+    face of an asynchronous store is derived from this one by
+    :class:`~graphmem.stores.faces.BlockingStore`, never written again by hand.
+    """
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @abstractmethod
+    async def dimension(self) -> int | None:
+        """As :attr:`MemoryStore.dimension`, awaited."""
+
+    @abstractmethod
+    async def check_dimension(self, dimension: int) -> None: ...
+
+    @abstractmethod
+    async def embedder_record(self, namespace: str) -> EmbedderRecord | None: ...
+
+    @abstractmethod
+    async def record_embedder(
+        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
+    ) -> EmbedderRecord | None: ...
+
+    @abstractmethod
+    async def set_embeddings(
+        self, namespace: str, vectors: Mapping[str, Sequence[float]]
+    ) -> None: ...
+
+    @abstractmethod
+    async def upsert(
+        self,
+        nodes: Sequence[AnyMemory] = (),
+        edges: Sequence[Edge] = (),
+        *,
+        keep_utility: bool = True,
+    ) -> None: ...
+
+    @abstractmethod
+    async def patch(
+        self, namespace: str, memory_id: MemoryId, changes: dict[str, Any]
+    ) -> AnyMemory: ...
+
+    @abstractmethod
+    async def update_utility(
+        self,
+        namespace: str,
+        memory_ids: Sequence[MemoryId],
+        reward: float,
+        alpha: float,
+        *,
+        success: bool | None = None,
+    ) -> list[AnyMemory]: ...
+
+    @abstractmethod
+    async def finish_episode(
+        self,
+        namespace: str,
+        episode_id: MemoryId,
+        reward: float,
+        alpha: float,
+        *,
+        success: bool,
+        finished_at: datetime,
+        used: Sequence[MemoryId] | None = None,
+        credit: CreditPolicy = CreditPolicy.OFFERED,
+    ) -> EpisodeCredit:
+        """As :meth:`MemoryStore.finish_episode`: one atomic unit, idempotent by episode id."""
+
+    @abstractmethod
+    async def mark_used(
+        self, namespace: str, episode_id: MemoryId, memory_ids: Sequence[MemoryId]
+    ) -> list[str]: ...
+
+    @abstractmethod
+    async def delete(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[str]: ...
+
+    @abstractmethod
+    async def get_many(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[AnyMemory]: ...
+
+    async def get(self, namespace: str, memory_id: MemoryId) -> AnyMemory:
+        """One memory, or MemoryNotFound."""
+        check_id(memory_id)
+        found = await self.get_many(namespace, [memory_id])
+        if not found:
+            raise MemoryNotFound(memory_id, namespace)
+        return found[0]
+
+    @abstractmethod
+    async def edges(
+        self,
+        namespace: str,
+        memory_id: MemoryId,
+        *,
+        kinds: Sequence[EdgeKind] | None = None,
+        direction: Direction = "out",
+    ) -> list[Edge]: ...
+
+    @abstractmethod
+    async def superseded(self, namespace: str, memory_ids: Sequence[MemoryId]) -> set[str]: ...
+
+    @abstractmethod
+    async def recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+        min_sim: float | None = None,
+    ) -> list[Recall]: ...
+
+    @abstractmethod
+    async def recall_text(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[TextRecall]: ...
+
+    @abstractmethod
+    async def find_by_hash(
+        self, namespace: str, kind: MemoryKind, content_hash: str
+    ) -> AnyMemory | None: ...
+
+    @abstractmethod
+    def iter_nodes(
+        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
+    ) -> AsyncIterator[AnyMemory]:
+        """As :meth:`MemoryStore.iter_nodes`, an async iterator."""
+
+    @abstractmethod
+    def iter_edges(self, namespace: str | None = None) -> AsyncIterator[Edge]: ...
+
+    @abstractmethod
+    async def namespaces(self, *prefixes: str) -> list[str]: ...
+
+    @abstractmethod
+    async def close(self) -> None: ...
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
@@ -626,8 +781,12 @@ def check_text_query(query: str, k: int) -> None:
     """The arguments of :meth:`MemoryStore.recall_text`: a string query and a count."""
     if not isinstance(query, str):
         raise InvalidInput(f"the query must be a string, got {type(query).__name__}")
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+    if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= MAX_RECALL_K:
+        raise InvalidInput(f"k must be an integer from 0 to {MAX_RECALL_K:,}, got {k!r}")
+
+
+MAX_RECALL_K = 2**31 - 1
+"""The most results a recall may ask for (a count the stores' engines hold in 32 bits)."""
 
 
 def check_prefixes(prefixes: Sequence[str]) -> tuple[str, ...]:
