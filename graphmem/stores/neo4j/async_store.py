@@ -12,9 +12,8 @@ Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j.as
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import datetime
 from typing import Any
 
 from graphmem.extras import needs_extra
@@ -23,10 +22,9 @@ with needs_extra("neo4j", "the async Neo4j store"):
     import neo4j
     from neo4j.exceptions import DriverError, Neo4jError
 
-    from graphmem.embedding import EmbedderRecord
     from graphmem.errors import ConfigError, StoreError
-    from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
-    from graphmem.stores.base import Direction, EpisodeCredit, Recall, TextRecall
+    from graphmem.models import MemoryKind
+    from graphmem.stores.base import AsyncMemoryStore, Recall, TextRecall
     from graphmem.stores.neo4j import embedders, fulltext, ops
     from graphmem.stores.neo4j.tx import (
         AsyncSession,
@@ -37,7 +35,7 @@ with needs_extra("neo4j", "the async Neo4j store"):
     from graphmem.stores.neo4j.uri import check_neo4j_uri, redact_uri
 
 
-class AsyncNeo4jStore(ops.Neo4jBase):
+class AsyncNeo4jStore(ops.Neo4jBase, AsyncMemoryStore):
     """The memory graph in Neo4j, for asyncio; see the module docstring.
 
     The driver is injected and stays the caller's (``close`` leaves it open); use
@@ -96,12 +94,6 @@ class AsyncNeo4jStore(ops.Neo4jBase):
     def driver(self) -> neo4j.AsyncDriver:
         return self._driver
 
-    async def __aenter__(self) -> AsyncNeo4jStore:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
     @asynccontextmanager
     async def _open(self, *, read_only: bool = False) -> AsyncIterator[Session]:
         if self._closed:
@@ -119,134 +111,29 @@ class AsyncNeo4jStore(ops.Neo4jBase):
         ):
             yield AsyncSession(session, self._retry_for)
 
-    async def ensure_constraints(self) -> None:
-        """Make sure the uniqueness constraints exist (as :meth:`Neo4jStore.ensure_constraints`)."""
-        await ops.ensure_constraints(self)
+    # ---- the contract (AsyncMemoryStore): each method is the one Neo4j operation -------------
 
-    # ---- schema ---------------------------------------------------------------------------
-
-    async def dimension(self) -> int | None:
-        """As :attr:`MemoryStore.dimension`, awaited."""
-        return await ops.get_dimension(self)
-
-    async def check_dimension(self, dimension: int) -> None:
-        await ops.check_dimension(self, dimension)
-
-    async def embedder_record(self, namespace: str) -> EmbedderRecord | None:
-        """As :meth:`MemoryStore.embedder_record`."""
-        return await embedders.embedder_record(self, namespace)
-
-    async def record_embedder(
-        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
-    ) -> EmbedderRecord | None:
-        """As :meth:`MemoryStore.record_embedder`."""
-        return await embedders.record_embedder(self, namespace, record, replace=replace)
-
-    async def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
-        """As :meth:`MemoryStore.set_embeddings`."""
-        await embedders.set_embeddings(self, namespace, vectors)
-
-    # ---- writes ---------------------------------------------------------------------------
-
-    async def upsert(
-        self,
-        nodes: Sequence[AnyMemory] = (),
-        edges: Sequence[Edge] = (),
-        *,
-        keep_utility: bool = True,
-    ) -> None:
-        await ops.upsert(self, nodes, edges, keep_utility=keep_utility)
-
-    async def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
-        return await ops.patch(self, namespace, memory_id, changes)
-
-    async def update_utility(
-        self,
-        namespace: str,
-        memory_ids: Sequence[str],
-        reward: float,
-        alpha: float,
-        *,
-        success: bool | None = None,
-    ) -> list[AnyMemory]:
-        return await ops.update_utility(self, namespace, memory_ids, reward, alpha, success=success)
-
-    async def finish_episode(
-        self,
-        namespace: str,
-        episode_id: str,
-        reward: float,
-        alpha: float,
-        *,
-        success: bool,
-        finished_at: datetime,
-        used: Sequence[str] | None = None,
-        credit: CreditPolicy = CreditPolicy.OFFERED,
-    ) -> EpisodeCredit:
-        return await ops.finish_episode(
-            self,
-            namespace,
-            episode_id,
-            reward,
-            alpha,
-            success=success,
-            finished_at=finished_at,
-            used=used,
-            credit=credit,
-        )
-
-    async def mark_used(
-        self, namespace: str, episode_id: str, memory_ids: Sequence[str]
-    ) -> list[str]:
-        return await ops.mark_used(self, namespace, episode_id, memory_ids)
-
-    async def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
-        return await ops.delete(self, namespace, memory_ids)
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    async def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
-        return await ops.get_many(self, namespace, memory_ids)
-
-    async def get(self, namespace: str, memory_id: str) -> AnyMemory:
-        """As :meth:`MemoryStore.get`."""
-        return await ops.get(self, namespace, memory_id)
-
-    async def edges(
-        self,
-        namespace: str,
-        memory_id: str,
-        *,
-        kinds: Sequence[EdgeKind] | None = None,
-        direction: Direction = "out",
-    ) -> list[Edge]:
-        return await ops.edges(self, namespace, memory_id, kinds=kinds, direction=direction)
-
-    async def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
-        return await ops.superseded(self, namespace, memory_ids)
-
-    async def recall(
-        self,
-        namespace: str,
-        vector: Sequence[float],
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-        min_sim: float | None = None,
-    ) -> list[Recall]:
-        """Top-k memories of the namespace by cosine similarity, best first, each with its
-        ``superseded`` flag: the candidate pool of two-phase retrieval
-        (:func:`graphmem.ops.retrieve.rank_candidates` ranks it by learned utility)."""
-        return await ops.recall_memories(
-            self,
-            namespace,
-            vector,
-            k,
-            kinds=kinds,
-            include_obsolete=include_obsolete,
-            min_sim=min_sim,
-        )
+    ensure_constraints = ops.ensure_constraints
+    dimension = ops.get_dimension
+    check_dimension = ops.check_dimension
+    embedder_record = embedders.embedder_record
+    record_embedder = embedders.record_embedder
+    set_embeddings = embedders.set_embeddings
+    upsert = ops.upsert
+    patch = ops.patch
+    update_utility = ops.update_utility
+    finish_episode = ops.finish_episode
+    mark_used = ops.mark_used
+    delete = ops.delete
+    get_many = ops.get_many
+    edges = ops.edges
+    superseded = ops.superseded
+    recall = ops.recall_memories
+    find_by_hash = ops.find_by_hash
+    iter_nodes = ops.iter_nodes
+    iter_edges = ops.iter_edges
+    namespaces = ops.namespaces
+    text_index_problems = fulltext.text_index_problems
 
     async def recall_text(
         self,
@@ -263,27 +150,23 @@ class AsyncNeo4jStore(ops.Neo4jBase):
             self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
         )
 
-    async def text_index_problems(self) -> list[str]:
-        """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
-        return await fulltext.text_index_problems(self)
-
-    async def find_by_hash(
-        self, namespace: str, kind: MemoryKind, content_hash: str
-    ) -> AnyMemory | None:
-        return await ops.find_by_hash(self, namespace, kind, content_hash)
-
-    def iter_nodes(
-        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
-    ) -> AsyncGenerator[AnyMemory, None]:
-        """As :meth:`MemoryStore.iter_nodes`, read a page at a time."""
-        return ops.iter_nodes(self, namespace, kinds)
-
-    def iter_edges(self, namespace: str | None = None) -> AsyncGenerator[Edge, None]:
-        return ops.iter_edges(self, namespace)
-
-    async def namespaces(self, *prefixes: str) -> list[str]:
-        """As :meth:`MemoryStore.namespaces`."""
-        return await ops.namespaces(self, prefixes)
+    async def recall_hybrid(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        query: str,
+        k: int,
+        text_k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        min_sim: float | None = None,
+    ) -> tuple[list[Recall], list[TextRecall]]:
+        """:meth:`recall` of k and :meth:`recall_text` of text_k (live memories only) in one
+        round trip: hybrid recall's phase A (:mod:`graphmem.ops.fusion`); see
+        :func:`graphmem.stores.neo4j.fulltext.recall_hybrid`."""
+        return await fulltext.recall_hybrid(
+            self, namespace, vector, query, k, text_k, kinds=kinds, min_sim=min_sim
+        )
 
     async def close(self) -> None:
         """Idempotent; closes the driver only if the store owns it."""

@@ -62,7 +62,7 @@ async def embedder_record(store: Neo4jBase, namespace: str) -> EmbedderRecord | 
 
 
 async def record_embedder(
-    store: Neo4jBase, namespace: str, record: EmbedderRecord | None, *, replace: bool
+    store: Neo4jBase, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
 ) -> EmbedderRecord | None:
     name = _name(namespace)
     if record is None:

@@ -262,7 +262,11 @@ async def index_mode(store: Neo4jBase, dimension: int) -> IndexMode:
 
 
 async def upsert(
-    store: Neo4jBase, nodes: Sequence[AnyMemory], edges: Sequence[Edge], *, keep_utility: bool
+    store: Neo4jBase,
+    nodes: Sequence[AnyMemory] = (),
+    edges: Sequence[Edge] = (),
+    *,
+    keep_utility: bool = True,
 ) -> None:
     nodes, edges = upsert_batch(nodes, edges)
     if not nodes and not edges:
@@ -340,7 +344,7 @@ async def update_utility(
     reward: float,
     alpha: float,
     *,
-    success: bool | None,
+    success: bool | None = None,
 ) -> list[AnyMemory]:
     ids = mapping.check_ids(memory_ids)
     if not ids:
@@ -531,22 +535,13 @@ async def get_many(store: Neo4jBase, namespace: str, memory_ids: Sequence[str]) 
     return [by_id[i] for i in ids if i in by_id]
 
 
-async def get(store: Neo4jBase, namespace: str, memory_id: str) -> AnyMemory:
-    """One memory, or MemoryNotFound (as :meth:`MemoryStore.get`)."""
-    check_id(memory_id)
-    found = await get_many(store, namespace, [memory_id])
-    if not found:
-        raise MemoryNotFound(memory_id, namespace)
-    return found[0]
-
-
 async def edges(
     store: Neo4jBase,
     namespace: str,
     memory_id: str,
     *,
-    kinds: Sequence[EdgeKind] | None,
-    direction: Direction,
+    kinds: Sequence[EdgeKind] | None = None,
+    direction: Direction = "out",
 ) -> list[Edge]:
     check_id(memory_id)
     if direction not in ("out", "in", "both"):
@@ -581,9 +576,9 @@ async def recall_memories(
     vector: Sequence[float],
     k: int,
     *,
-    kinds: Sequence[MemoryKind] | None,
-    include_obsolete: bool,
-    min_sim: float | None,
+    kinds: Sequence[MemoryKind] | None = None,
+    include_obsolete: bool = False,
+    min_sim: float | None = None,
 ) -> list[Recall]:
     """Top-k memories of the namespace by cosine similarity, best first, each saying whether
     it is superseded: the inputs of two-phase retrieval, in one round trip.
@@ -648,7 +643,7 @@ async def find_by_hash(
 
 
 async def iter_nodes(
-    store: Neo4jBase, namespace: str | None, kinds: Sequence[MemoryKind] | None
+    store: Neo4jBase, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
 ) -> AsyncGenerator[AnyMemory, None]:
     kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
     after = ("", "")
@@ -677,7 +672,7 @@ async def iter_nodes(
             after = (page[-1].namespace, page[-1].id)
 
 
-async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[Edge, None]:
+async def iter_edges(store: Neo4jBase, namespace: str | None = None) -> AsyncGenerator[Edge, None]:
     types = [k.value for k in EdgeKind]
     skip = 0
     while True:
@@ -694,7 +689,7 @@ async def iter_edges(store: Neo4jBase, namespace: str | None) -> AsyncGenerator[
         skip += PAGE_SIZE
 
 
-async def namespaces(store: Neo4jBase, prefixes: Sequence[str] = ()) -> list[str]:
+async def namespaces(store: Neo4jBase, *prefixes: str) -> list[str]:
     heads = list(check_prefixes(prefixes))
     every = not heads or "" in heads
 

@@ -67,7 +67,8 @@ def statements(text: str) -> list[str]:
     return [s.strip() for s in body.split(";") if s.strip()]
 
 
-def check_dimension(dimension: int) -> int:
+def checked_dimension(dimension: int) -> int:
+    """``dimension`` if it can size the vector index (1 to MAX_DIMENSION), else InvalidInput."""
     if isinstance(dimension, bool) or not isinstance(dimension, int):
         raise InvalidInput(f"the dimension must be an integer, got {dimension!r}")
     if not 1 <= dimension <= MAX_DIMENSION:
@@ -94,7 +95,7 @@ def setup(
     StoreError says which one and how far it got; everything is applied and the index comes
     online by itself.
     """
-    check_dimension(dimension)
+    checked_dimension(dimension)
     if not wait > 0:
         raise InvalidInput(f"the wait must be a positive number of seconds, got {wait!r}")
     params: dict[str, Any] = {"dimension": dimension, "version": SCHEMA_VERSION}

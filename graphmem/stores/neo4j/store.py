@@ -8,10 +8,9 @@ Why and how, in full: docs/design.md, "Module notes", ``graphmem.stores.neo4j``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from graphmem.extras import needs_extra
 
@@ -19,12 +18,11 @@ with needs_extra("neo4j", "the Neo4j store"):
     import neo4j
     from neo4j.exceptions import DriverError, Neo4jError
 
-    from graphmem.coroutines import drive, drive_iter
-    from graphmem.embedding import EmbedderRecord
+    from graphmem.coroutines import drive
     from graphmem.errors import ConfigError, StoreError
-    from graphmem.models import AnyMemory, CreditPolicy, Edge, EdgeKind, MemoryKind
-    from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall, TextRecall
-    from graphmem.stores.neo4j import embedders, fulltext, ops
+    from graphmem.stores.faces import BlockingStore, blocking
+    from graphmem.stores.neo4j import ops
+    from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
     from graphmem.stores.neo4j.recall import IndexMode
     from graphmem.stores.neo4j.tx import (
         Session,
@@ -34,14 +32,11 @@ with needs_extra("neo4j", "the Neo4j store"):
     )
     from graphmem.stores.neo4j.uri import check_neo4j_uri, redact_uri
 
-if TYPE_CHECKING:
-    from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
-
 PAGE_SIZE = ops.PAGE_SIZE
 """Rows per read transaction when iterating over the whole graph."""
 
 
-class Neo4jStore(ops.Neo4jBase, MemoryStore):
+class Neo4jStore(ops.Neo4jBase, BlockingStore):
     """The memory graph in Neo4j; see the module docstring.
 
     The driver is injected and stays the caller's (``close`` leaves it open); use
@@ -114,15 +109,6 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         self._index_ready = None
         self._constraints_ok = True
 
-    def ensure_constraints(self) -> None:
-        """Make sure the uniqueness constraints exist; called before any write that can create
-        a node (see :func:`graphmem.stores.neo4j.schema.ensure_constraints`).
-
-        Checked once per store: without the constraints, processes saving the same id at the
-        same time create duplicate nodes that no later write can undo.
-        """
-        drive(ops.ensure_constraints(self))
-
     @property
     def can_open_async(self) -> bool:
         """Whether :meth:`open_async` can connect (the store was made by :meth:`from_uri`)."""
@@ -137,8 +123,6 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
         :meth:`from_uri` knows its credentials; for an injected driver, build
         ``AsyncNeo4jStore(your_async_driver)`` instead.
         """
-        from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
-
         if self._closed:
             raise StoreError("the Neo4j store is closed")
         if self._async_driver is None:
@@ -176,187 +160,12 @@ class Neo4jStore(ops.Neo4jBase, MemoryStore):
     def _index_mode(self, dimension: int) -> IndexMode:
         return drive(ops.index_mode(self, dimension))
 
-    # ---- schema ---------------------------------------------------------------------------
+    # ---- the contract: every primitive is AsyncNeo4jStore's, run over the blocking driver ----
 
-    @property
-    def dimension(self) -> int | None:
-        return drive(ops.get_dimension(self))
-
-    def check_dimension(self, dimension: int) -> None:
-        drive(ops.check_dimension(self, dimension))
-
-    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
-        return drive(embedders.embedder_record(self, namespace))
-
-    def record_embedder(
-        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
-    ) -> EmbedderRecord | None:
-        return drive(embedders.record_embedder(self, namespace, record, replace=replace))
-
-    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
-        drive(embedders.set_embeddings(self, namespace, vectors))
-
-    # ---- writes ---------------------------------------------------------------------------
-
-    def upsert(
-        self,
-        nodes: Sequence[AnyMemory] = (),
-        edges: Sequence[Edge] = (),
-        *,
-        keep_utility: bool = True,
-    ) -> None:
-        drive(ops.upsert(self, nodes, edges, keep_utility=keep_utility))
-
-    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
-        return drive(ops.patch(self, namespace, memory_id, changes))
-
-    def update_utility(
-        self,
-        namespace: str,
-        memory_ids: Sequence[str],
-        reward: float,
-        alpha: float,
-        *,
-        success: bool | None = None,
-    ) -> list[AnyMemory]:
-        return drive(
-            ops.update_utility(self, namespace, memory_ids, reward, alpha, success=success)
-        )
-
-    def finish_episode(
-        self,
-        namespace: str,
-        episode_id: str,
-        reward: float,
-        alpha: float,
-        *,
-        success: bool,
-        finished_at: datetime,
-        used: Sequence[str] | None = None,
-        credit: CreditPolicy = CreditPolicy.OFFERED,
-    ) -> EpisodeCredit:
-        """One write transaction: lock the episode, then mark, close it and credit its memories
-        (see :func:`graphmem.stores.neo4j.ops.finish_episode`)."""
-        return drive(
-            ops.finish_episode(
-                self,
-                namespace,
-                episode_id,
-                reward,
-                alpha,
-                success=success,
-                finished_at=finished_at,
-                used=used,
-                credit=credit,
-            )
-        )
-
-    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
-        """One write transaction: lock the episode, check the ids, mark them used."""
-        return drive(ops.mark_used(self, namespace, episode_id, memory_ids))
-
-    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
-        return drive(ops.delete(self, namespace, memory_ids))
-
-    # ---- reads ----------------------------------------------------------------------------
-
-    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
-        return drive(ops.get_many(self, namespace, memory_ids))
-
-    def edges(
-        self,
-        namespace: str,
-        memory_id: str,
-        *,
-        kinds: Sequence[EdgeKind] | None = None,
-        direction: Direction = "out",
-    ) -> list[Edge]:
-        return drive(ops.edges(self, namespace, memory_id, kinds=kinds, direction=direction))
-
-    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
-        return drive(ops.superseded(self, namespace, memory_ids))
-
-    def recall(
-        self,
-        namespace: str,
-        vector: Sequence[float],
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-        min_sim: float | None = None,
-    ) -> list[Recall]:
-        """Top-k memories of the namespace by cosine similarity, best first.
-
-        Through the shared vector index, over-fetching until k survive the namespace filter,
-        else by an exact scan of the namespace; see :mod:`graphmem.stores.neo4j.recall`.
-        """
-        return drive(
-            ops.recall_memories(
-                self,
-                namespace,
-                vector,
-                k,
-                kinds=kinds,
-                include_obsolete=include_obsolete,
-                min_sim=min_sim,
-            )
-        )
-
-    def recall_text(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-    ) -> list[TextRecall]:
-        """Top-k memories of the namespace by keyword relevance (Lucene's BM25 on the
-        ``memory_text`` full-text index), best first; see :mod:`graphmem.stores.neo4j.fulltext`."""
-        return drive(
-            fulltext.recall_text(
-                self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
-            )
-        )
-
-    def recall_hybrid(
-        self,
-        namespace: str,
-        vector: Sequence[float],
-        query: str,
-        k: int,
-        text_k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        min_sim: float | None = None,
-    ) -> tuple[list[Recall], list[TextRecall]]:
-        """:meth:`recall` of k and :meth:`recall_text` of text_k (live memories only) in one
-        round trip: hybrid recall's phase A (:mod:`graphmem.ops.fusion`); see
-        :func:`graphmem.stores.neo4j.fulltext.recall_hybrid`."""
-        return drive(
-            fulltext.recall_hybrid(
-                self, namespace, vector, query, k, text_k, kinds=kinds, min_sim=min_sim
-            )
-        )
-
-    def text_index_problems(self) -> list[str]:
-        """What is wrong with the full-text index keyword recall uses (empty: nothing)."""
-        return drive(fulltext.text_index_problems(self))
-
-    def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
-        return drive(ops.find_by_hash(self, namespace, kind, content_hash))
-
-    def iter_nodes(
-        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
-    ) -> Iterator[AnyMemory]:
-        return drive_iter(ops.iter_nodes(self, namespace, kinds))
-
-    def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
-        return drive_iter(ops.iter_edges(self, namespace))
-
-    def namespaces(self, *prefixes: str) -> list[str]:
-        return drive(ops.namespaces(self, prefixes))
+    async_face = AsyncNeo4jStore
+    ensure_constraints = blocking(AsyncNeo4jStore.ensure_constraints)
+    recall_hybrid = blocking(AsyncNeo4jStore.recall_hybrid)
+    text_index_problems = blocking(AsyncNeo4jStore.text_index_problems)
 
     def close(self) -> None:
         if self._closed:
