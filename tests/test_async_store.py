@@ -1,8 +1,8 @@
 """The async path on Neo4j: AsyncNeo4jStore (neo4j.AsyncDriver) and GraphMemoryStore's async API.
 
 - The async store gives what the blocking store gives for the same calls (same data, same
-  Recall sims and superseded flags, same errors), and passes the whole store conformance suite,
-  run through an event loop.
+  Recall sims and superseded flags, same errors); the whole store conformance suite runs on it
+  in tests/test_store_conformance.py.
 - Many coroutines share one store on one event loop without errors, and tenants stay apart.
 - GraphMemoryStore's ``aput`` / ``aget`` / ``asearch`` run on the async driver when the memory
   lives in Neo4j (not in a worker thread), and answer as ``put`` / ``get`` / ``search`` do.
@@ -13,17 +13,14 @@ Everything but the first tests needs a Neo4j (GRAPHMEM_NEO4J_URI) and skips fast
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
     Coroutine,
     Iterator,
-    Mapping,
     Sequence,
 )
-from datetime import datetime
 from typing import Any, TypeVar
 
 import pytest
@@ -31,13 +28,12 @@ from conftest import drop_namespaces
 from langgraph.store.base import SearchItem
 
 from graphmem.coroutines import drive, drive_iter
-from graphmem.embedding import EmbedderRecord, HashingEmbedder
+from graphmem.embedding import HashingEmbedder
 from graphmem.errors import DimensionMismatch, MemoryNotFound
 from graphmem.integrations.langgraph_store import GraphMemoryStore
 from graphmem.memory import GraphMemory
 from graphmem.models import (
     AnyMemory,
-    CreditPolicy,
     Edge,
     EdgeKind,
     Episode,
@@ -47,11 +43,11 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.retrieve import rank_candidates
-from graphmem.stores.base import Direction, EpisodeCredit, MemoryStore, Recall
+from graphmem.stores.base import EpisodeCredit, MemoryStore, Recall
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.neo4j import Neo4jStore
 from graphmem.stores.neo4j.async_store import AsyncNeo4jStore
-from graphmem.testing import StoreConformance, angled, chain, vec
+from graphmem.testing import angled, chain, vec
 
 T = TypeVar("T")
 DIM = 384  # the shared test database's dimension (tests/conftest.py)
@@ -456,182 +452,8 @@ def test_more_coroutines_than_the_pool_holds_wait_their_turn(namespace: str) -> 
     assert not errors, f"{len(errors)} of {len(results)} failed; first: {errors[0]!r}"
 
 
-# ---- the conformance suite, through an event loop -------------------------------------------
-
-
-class LoopBackedStore(MemoryStore):
-    """A MemoryStore whose every call awaits an AsyncNeo4jStore on an event loop in another
-    thread: the conformance suite, written for blocking stores, then checks the async path."""
-
-    def __init__(self, sync: Neo4jStore) -> None:
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
-        self._store = sync.open_async()
-
-    def _wait(self, call: Awaitable[T]) -> T:
-        async def run() -> T:
-            return await call
-
-        return asyncio.run_coroutine_threadsafe(run(), self._loop).result()
-
-    @property
-    def dimension(self) -> int | None:
-        return self._wait(self._store.dimension())
-
-    def check_dimension(self, dimension: int) -> None:
-        self._wait(self._store.check_dimension(dimension))
-
-    def embedder_record(self, namespace: str) -> EmbedderRecord | None:
-        return self._wait(self._store.embedder_record(namespace))
-
-    def record_embedder(
-        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
-    ) -> EmbedderRecord | None:
-        return self._wait(self._store.record_embedder(namespace, record, replace=replace))
-
-    def set_embeddings(self, namespace: str, vectors: Mapping[str, Sequence[float]]) -> None:
-        self._wait(self._store.set_embeddings(namespace, vectors))
-
-    def upsert(
-        self,
-        nodes: Sequence[AnyMemory] = (),
-        edges: Sequence[Edge] = (),
-        *,
-        keep_utility: bool = True,
-    ) -> None:
-        self._wait(self._store.upsert(nodes, edges, keep_utility=keep_utility))
-
-    def patch(self, namespace: str, memory_id: str, changes: dict[str, Any]) -> AnyMemory:
-        return self._wait(self._store.patch(namespace, memory_id, changes))
-
-    def update_utility(
-        self,
-        namespace: str,
-        memory_ids: Sequence[str],
-        reward: float,
-        alpha: float,
-        *,
-        success: bool | None = None,
-    ) -> list[AnyMemory]:
-        return self._wait(
-            self._store.update_utility(namespace, memory_ids, reward, alpha, success=success)
-        )
-
-    def finish_episode(
-        self,
-        namespace: str,
-        episode_id: str,
-        reward: float,
-        alpha: float,
-        *,
-        success: bool,
-        finished_at: datetime,
-        used: Sequence[str] | None = None,
-        credit: CreditPolicy = CreditPolicy.OFFERED,
-    ) -> EpisodeCredit:
-        return self._wait(
-            self._store.finish_episode(
-                namespace,
-                episode_id,
-                reward,
-                alpha,
-                success=success,
-                finished_at=finished_at,
-                used=used,
-                credit=credit,
-            )
-        )
-
-    def mark_used(self, namespace: str, episode_id: str, memory_ids: Sequence[str]) -> list[str]:
-        return self._wait(self._store.mark_used(namespace, episode_id, memory_ids))
-
-    def delete(self, namespace: str, memory_ids: Sequence[str]) -> list[str]:
-        return self._wait(self._store.delete(namespace, memory_ids))
-
-    def get_many(self, namespace: str, memory_ids: Sequence[str]) -> list[AnyMemory]:
-        return self._wait(self._store.get_many(namespace, memory_ids))
-
-    def edges(
-        self,
-        namespace: str,
-        memory_id: str,
-        *,
-        kinds: Sequence[EdgeKind] | None = None,
-        direction: Direction = "out",
-    ) -> list[Edge]:
-        return self._wait(self._store.edges(namespace, memory_id, kinds=kinds, direction=direction))
-
-    def superseded(self, namespace: str, memory_ids: Sequence[str]) -> set[str]:
-        return self._wait(self._store.superseded(namespace, memory_ids))
-
-    def recall(
-        self,
-        namespace: str,
-        vector: Sequence[float],
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-        min_sim: float | None = None,
-    ) -> list[Recall]:
-        return self._wait(
-            self._store.recall(
-                namespace,
-                vector,
-                k,
-                kinds=kinds,
-                include_obsolete=include_obsolete,
-                min_sim=min_sim,
-            )
-        )
-
-    def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
-        return self._wait(self._store.find_by_hash(namespace, kind, content_hash))
-
-    def iter_nodes(
-        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
-    ) -> Iterator[AnyMemory]:
-        return iter(self._wait(_collect(self._store.iter_nodes(namespace, kinds))))
-
-    def iter_edges(self, namespace: str | None = None) -> Iterator[Edge]:
-        return iter(self._wait(_collect(self._store.iter_edges(namespace))))
-
-    def namespaces(self, *prefixes: str) -> list[str]:
-        return self._wait(self._store.namespaces(*prefixes))
-
-    def close(self) -> None:
-        """Closes nothing: the suite's ``close`` must leave the shared async store usable."""
-
-    def shutdown(self) -> None:
-        self._wait(self._store.close())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
-        self._loop.close()
-
-
-@pytest.fixture(scope="module")
-def loop_backed(neo4j_store: MemoryStore) -> Iterator[LoopBackedStore]:
-    assert isinstance(neo4j_store, Neo4jStore)
-    store = LoopBackedStore(neo4j_store)
-    try:
-        yield store
-    finally:
-        store.shutdown()
-
-
-@pytest.mark.neo4j
-class TestAsyncStoreConformance(StoreConformance):
-    """The conformance suite on AsyncNeo4jStore (via :class:`LoopBackedStore`)."""
-
-    @pytest.fixture
-    def store(
-        self, loop_backed: LoopBackedStore, neo4j_store: MemoryStore, namespace: str
-    ) -> Iterator[MemoryStore]:
-        try:
-            yield loop_backed
-        finally:
-            drop_namespaces(neo4j_store, namespace)
+# The conformance suite runs on AsyncNeo4jStore too: tests/test_store_conformance.py, through
+# graphmem.testing.LoopBackedStore.
 
 
 # ---- GraphMemoryStore's async API on Neo4j ---------------------------------------------------

@@ -16,29 +16,51 @@ from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.embedded.store import Durability
-from graphmem.testing import StoreConformance, assert_same_memory, vec
+from graphmem.testing import LoopBackedStore, StoreConformance, assert_same_memory, vec
+
+
+@pytest.fixture(scope="module")
+def neo4j_async(neo4j_store: MemoryStore) -> Iterator[LoopBackedStore]:
+    """AsyncNeo4jStore on the shared database, awaited on an event loop in another thread."""
+    from graphmem.stores.neo4j import Neo4jStore
+
+    assert isinstance(neo4j_store, Neo4jStore)
+    store = LoopBackedStore(neo4j_store.open_async)
+    try:
+        yield store
+    finally:
+        store.shutdown()
 
 
 @pytest.fixture(
-    params=["embedded", "embedded-sqlite", pytest.param("neo4j", marks=pytest.mark.neo4j)]
+    params=[
+        "embedded",
+        "embedded-sqlite",
+        pytest.param("neo4j", marks=pytest.mark.neo4j),
+        pytest.param("neo4j-async", marks=pytest.mark.neo4j),
+    ]
 )
 def store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[MemoryStore]:
-    """conftest.py's ``store``, with the embedded store in both of its durabilities."""
+    """conftest.py's ``store``, with the embedded store in both of its durabilities and Neo4j
+    through both of its faces: the blocking Neo4jStore and AsyncNeo4jStore (on a loop)."""
     if request.param.startswith("embedded"):
         durability: Durability = "sqlite" if request.param == "embedded-sqlite" else "journal"
         with EmbeddedStore.open(tmp_path / "store", durability=durability) as embedded:
             yield embedded
         return
     shared: MemoryStore = request.getfixturevalue("neo4j_store")
+    face: MemoryStore = (
+        shared if request.param == "neo4j" else request.getfixturevalue("neo4j_async")
+    )
     try:
-        yield shared
+        yield face
     finally:
         drop_namespaces(shared, namespace)
 
 
 class TestStoreConformance(StoreConformance):
     """Runs on the ``store`` fixture above: the embedded store on its journal and on SQLite, and
-    Neo4j when set."""
+    when a Neo4j is set, Neo4jStore and AsyncNeo4jStore."""
 
 
 text = st.text(

@@ -13,9 +13,11 @@ from graphmem.testing.helpers import (
     unique_namespace,
     vec,
 )
+from graphmem.testing.loop import LoopBackedStore
 
 __all__ = [
     "HOSTILE_TEXTS",
+    "LoopBackedStore",
     "StoreConformance",
     "angled",
     "assert_same_memory",
