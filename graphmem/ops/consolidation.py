@@ -60,9 +60,12 @@ earned only the reward r gives exactly the Q of one memory credited N times with
 never credited adds nothing. μ is clipped to the reward range, so Q stays within it.
 
 Consolidating twice changes nothing the second time (merged memories are obsolete, and the
-new version has no look-alike left). Consolidation is not a transaction: a credit that lands
-on a memory between the read and the write stays on that (now old) version, visible in its
-``q_history``, and is not pooled into the new one.
+new version has no look-alike left). Two consolidations at once never both retire the same
+memory: each write is conditioned on what it read (``upsert(..., expect_live=...)``: every
+merged or contradicted memory still live, with the Q updates read), checked in the store's
+own transaction; the one that finds another writer got there first reads again and decides
+again (:data:`CONFLICT_ATTEMPTS` times at most). So uses are counted exactly once, and a credit
+that lands between the read and the write is pooled too (the write is retried over it).
 
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
@@ -89,7 +92,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from graphmem.config import ConsolidationConfig, MemoryConfig
-from graphmem.errors import InvalidInput
+from graphmem.errors import InvalidInput, WriteConflict
 from graphmem.llm.ops import with_fallback
 from graphmem.llm.schemas import LLMOutput
 from graphmem.llm.usage import CallBudget
@@ -119,6 +122,10 @@ CONSOLIDATE_SOURCE = "consolidate"
 
 CONSOLIDATED_INTO = "consolidated into "
 """Prefix of ``obsolete_reason`` of a merged memory (the new version's id follows)."""
+
+CONFLICT_ATTEMPTS = 5
+"""How often one memory's consolidation reads again after another writer changed what it read
+(each conflict means someone else's write landed: progress, so a few suffice)."""
 
 ARTICLES = frozenset({"a", "an", "the", "some"})
 """Words an action's template ignores."""
@@ -445,7 +452,8 @@ def merge(
     mem: MemoryContext, namespace: Namespace, memories: Sequence[AnyMemory], rule: str
 ) -> Merge | None:
     """Merge ``memories`` (live, one kind) into one new version; None when one of them is no
-    longer live (another consolidation got there first)."""
+    longer live (another consolidation got there first). The write holds only if they are all
+    still live with the Q updates read here: else WriteConflict, and nothing is written."""
     fresh = mem.store.get_many(namespace, [m.id for m in memories])
     if len(fresh) != len(memories) or any(m.obsolete for m in fresh):
         return None
@@ -505,7 +513,7 @@ def merge(
     edges += _carried(mem, namespace, ids, rep.id, new_id)
     from graphmem.ops.evolve import dedupe_edges
 
-    mem.store.upsert([*retired, new], dedupe_edges(edges))
+    mem.store.upsert([*retired, new], dedupe_edges(edges), expect_live=fresh)
     log.info(
         "consolidated %d %ss in ns=%s into %s (v%d, q %.3f, %d uses): %s",
         len(ids),
@@ -558,7 +566,8 @@ def _carried(
 def supersede_contradicted(
     mem: MemoryContext, namespace: Namespace, new: Note, found: Sequence[Contradiction]
 ) -> None:
-    """``new`` becomes the new version of each note it contradicts: one atomic write."""
+    """``new`` becomes the new version of each note it contradicts: one atomic write, which
+    holds only if ``new`` and each of them are still live as read (else WriteConflict)."""
     olds = mem.store.get_many(namespace, [c.old_id for c in found])
     now = utcnow()
     at = now.isoformat()
@@ -597,7 +606,7 @@ def supersede_contradicted(
             )
         )
     # The store keeps every utility field as it is: the new note's own, the old ones'.
-    mem.store.upsert([*retired, updated], edges)
+    mem.store.upsert([*retired, updated], edges, expect_live=[new, *olds])
     log.info("note %s in ns=%s supersedes contradicted %s", new.id, namespace, list(by_id))
 
 
@@ -703,16 +712,46 @@ def consolidate_memory(
     """Consolidate one memory just written with its look-alikes (the hook of ``build`` and
     ``add_note``): merge it with the live procedures of its cluster whose steps match, or the
     live notes of its subject and content; then, for a note, supersede the older live notes
-    of its subject it contradicts. Kinds ``config.kinds`` leaves out are passed over."""
+    of its subject it contradicts. Kinds ``config.kinds`` leaves out are passed over.
+
+    A write another writer made stale (:class:`~graphmem.errors.WriteConflict`) is decided
+    again from a fresh read, from the merged version on once a merge is written."""
     check_id(memory_id)
     cfg = config if config is not None else mem.config.consolidation
     result = ConsolidationResult()
+    target = memory_id
+    for _ in range(CONFLICT_ATTEMPTS):
+        try:
+            _consolidate_one(mem, namespace, target, cfg, result)
+            return result
+        except WriteConflict as e:
+            log.info("consolidating %s in ns=%s: %s; reading again", target, namespace, e)
+            if result.merges:
+                target = result.merges[-1].new_id
+    log.warning(
+        "consolidating %s in ns=%s: other writers kept changing it (%d tries); left for the "
+        "next sweep",
+        memory_id,
+        namespace,
+        CONFLICT_ATTEMPTS,
+    )
+    return result
+
+
+def _consolidate_one(
+    mem: MemoryContext,
+    namespace: Namespace,
+    memory_id: str,
+    cfg: ConsolidationConfig,
+    result: ConsolidationResult,
+) -> None:
+    """One try of :func:`consolidate_memory`, adding what it wrote to ``result``."""
     found = mem.store.get_many(namespace, [memory_id])
     if not found or not _mergeable(found[0]) or found[0].kind not in cfg.kinds:
-        return result
+        return
     memory = found[0]
     if _live(mem, namespace, [memory]) == []:
-        return result
+        return
     if isinstance(memory, Procedure):
         alike = procedure_lookalikes(mem, namespace, memory, cfg)
         rule = f"same task cluster, steps match ({cfg.step_match})"
@@ -731,7 +770,6 @@ def consolidate_memory(
         if found_c:
             supersede_contradicted(mem, namespace, live, found_c)
             result.contradictions += found_c
-    return result
 
 
 def consolidate(

@@ -168,8 +168,15 @@ class MemoryStore(ABC):
         edges: Sequence[Edge] = (),
         *,
         keep_utility: bool = True,
+        expect_live: Sequence[AnyMemory] = (),
     ) -> None:
         """Insert or replace nodes and edges in one atomic, durable write.
+
+        ``expect_live`` makes it a compare-and-set: the memories as the caller read them; the
+        write happens only if each is still live (there, not obsolete, not superseded) with
+        the ``q_updates`` read, checked in the write's own transaction; else
+        :class:`~graphmem.errors.WriteConflict` and nothing is written
+        (:mod:`graphmem.stores.conditional`; consolidation retires what it read this way).
 
         Replacing a node keeps its utility statistics (q, q_updates, uses, successes) unless
         ``keep_utility`` is False (import); only :meth:`update_utility` moves them. Edges must
@@ -508,6 +515,7 @@ class AsyncMemoryStore(ABC):
         edges: Sequence[Edge] = (),
         *,
         keep_utility: bool = True,
+        expect_live: Sequence[AnyMemory] = (),
     ) -> None: ...
 
     @abstractmethod

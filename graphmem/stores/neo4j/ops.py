@@ -30,6 +30,7 @@ from graphmem.errors import (
     InvalidInput,
     MemoryNotFound,
     StoreError,
+    WriteConflict,
 )
 from graphmem.models import (
     AnyMemory,
@@ -62,6 +63,7 @@ from graphmem.stores.base import (
     replayed_q_after,
     upsert_batch,
 )
+from graphmem.stores.conditional import stale_read
 from graphmem.stores.neo4j import cypher, recall
 from graphmem.stores.neo4j import rows as mapping
 from graphmem.stores.neo4j.recall import IndexMode
@@ -267,6 +269,7 @@ async def upsert(
     edges: Sequence[Edge] = (),
     *,
     keep_utility: bool = True,
+    expect_live: Sequence[AnyMemory] = (),
 ) -> None:
     nodes, edges = upsert_batch(nodes, edges)
     if not nodes and not edges:
@@ -281,6 +284,8 @@ async def upsert(
     edge_rows = mapping.edge_rows(edges)
 
     async def work(tx: Tx) -> int | None:
+        if expect_live:
+            await _check_live(tx, expect_live)
         fixed = await _fix_dimension(tx, dimension=fix) if fix is not None else None
         keys = [{"namespace": m.namespace, "id": m.id} for m in nodes]
         if keys:
@@ -308,6 +313,22 @@ async def upsert(
     fixed = await store._write(work, "upsert")
     if fixed is not None:
         store._dimension = fixed
+
+
+async def _check_live(tx: Tx, expected: Sequence[AnyMemory]) -> None:
+    """upsert's compare-and-set: write-lock what the caller read (sorted, so concurrent calls
+    lock in one order), read it again, and raise WriteConflict if any of it moved."""
+    keys = sorted({(m.namespace, m.id) for m in expected})
+    rows = [{"namespace": ns, "id": i} for ns, i in keys]
+    now = {}
+    for rec in await tx.run(cypher.LOCK_READ, rows=rows):
+        memory = mapping.to_memory(rec["props"])
+        now[(memory.namespace, memory.id)] = (memory, bool(rec["superseded"]))
+    for read in expected:
+        found, superseded = now.get((read.namespace, read.id), (None, False))
+        problem = stale_read(read, found, superseded)
+        if problem is not None:
+            raise WriteConflict(problem)
 
 
 async def patch(
