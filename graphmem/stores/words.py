@@ -11,6 +11,8 @@ It sits beside the store contract (``stores/base.py``) so that no store imports 
 
 >>> query_terms("Where is INV-4471? pi is 3.14, don't e-mail")
 ['where', 'is', 'inv', '4471', 'pi', '3.14', "don't", 'e', 'mail']
+>>> tokens("苹果 とうきょうタワー 서울역 abc中文")
+['苹', '果', 'と', 'う', 'き', 'ょ', 'う', 'タワー', '서울역', 'abc', '中', '文']
 """
 
 from __future__ import annotations
@@ -37,14 +39,27 @@ MAX_QUERY_TERMS = 64
 """A query's distinct terms beyond this many are ignored (Lucene refuses more than 1,024
 clauses; a long query's first 64 words say what it is about)."""
 
-_TOKEN = re.compile(r"\w+(?:[.'’]\w+)*")
+_ONE_CHAR = (
+    "\u3040-\u309f"  # Hiragana
+    "\u3400-\u4dbf"  # CJK Unified Ideographs Extension A
+    "\u4e00-\u9fff"  # CJK Unified Ideographs
+    "\uf900-\ufaff"  # CJK Compatibility Ideographs
+    "\U00020000-\U0003134f"  # CJK Unified Ideographs Extensions B-G
+)
+"""Scripts written without spaces between words, each character of which is a word, as
+Lucene's standard tokenizer (Unicode's word-break rules, UAX #29) cuts them: Han ideographs
+(Chinese, Japanese kanji) and Hiragana. Katakana and Hangul runs stay whole words, there too."""
+
+_WORD = rf"[^\W{_ONE_CHAR}]+"
+_TOKEN = re.compile(rf"[{_ONE_CHAR}]|{_WORD}(?:[.'’]{_WORD})*")
 # Lucene query syntax: every character with a meaning there is escaped.
 _LUCENE_SPECIAL = re.compile(r'([+\-&|!(){}\[\]^"~*?:\\/])')
 
 
 def tokens(text: str) -> list[str]:
     """``text`` cut into lower-cased words (``3.14`` and ``don't`` stay whole, ``e-mail`` is
-    two), close to Lucene's standard tokenizer."""
+    two; each Han ideograph and Hiragana character is a word of its own), close to Lucene's
+    standard tokenizer, so both stores match a query against the same words."""
     return _TOKEN.findall(text.casefold())
 
 

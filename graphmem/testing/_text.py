@@ -126,7 +126,7 @@ class TextConformance:
     ) -> None:
         rare = note(namespace, "rare", "the locker code is 58213", vec(dim, 0, 1))
         store.upsert([*_filler(namespace, dim, 8), rare])
-        cfg = RetrievalConfig(k1=4, kinds=(MemoryKind.NOTE,), hybrid=True, lam=0.0)
+        cfg = RetrievalConfig(k1=4, kinds=(MemoryKind.NOTE,), fusion="rrf", lam=0.0)
         pool = hybrid_candidates(
             store, namespace, "locker code 58213", vec(dim, 1), cfg, _similar_candidates
         )

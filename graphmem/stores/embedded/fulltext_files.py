@@ -32,7 +32,7 @@ from graphmem.stores.text_index import TextIndex
 
 log = logging.getLogger(__name__)
 
-FILE_FORMAT = "graphmem-text/1"
+FILE_FORMAT = "graphmem-text/2"  # 2: CJK ideographs are words of one character
 FILE_PREFIX = "text-"
 FILE_SUFFIX = ".bm25"
 _HEADER = (

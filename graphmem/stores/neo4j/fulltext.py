@@ -126,8 +126,7 @@ async def recall_hybrid(
     from graphmem.stores.neo4j import ops
 
     check_text_query(query, text_k)
-    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+    check_text_query(query, k)
     if min_sim is not None and not math.isfinite(min_sim):
         raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
     kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
