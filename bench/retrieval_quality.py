@@ -52,6 +52,7 @@ DATA_SUBDIR = ("data", "longmemeval-s", "processed")
 KS = (1, 5, 10)
 HIT_KS = (5, 10)
 TURN_POOL = 200  # turn notes recalled per question before grouping them by session
+DEFAULT_HOW = "λ=0, default: hybrid, adaptive fusion"
 
 
 # ---- data -----------------------------------------------------------------------------------
@@ -365,36 +366,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def keep(name: str, how: str, rankings: dict[str, list[str]]) -> None:
         found.setdefault((name, how), {}).update(rankings)
 
-    plans: list[tuple[str, str, str, dict[str, Any]]] = [
-        ("graphmem, session Notes", "sessions", "λ=0, key=query", {"lam": 0.0}),
-        (
-            "graphmem, session Notes",
-            "sessions",
-            "λ=0, key=keywords",
-            {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
-        ),
-        (
-            "graphmem, session Notes",
-            "sessions",
-            "λ=0, hybrid (vector + BM25, RRF)",
-            {"lam": 0.0, "hybrid": True},
-        ),
-        ("graphmem, session Notes", "sessions", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
-        ("graphmem, turn Notes → max", "turns", "λ=0, key=query", {"lam": 0.0}),
-        (
-            "graphmem, turn Notes → max",
-            "turns",
-            "λ=0, key=keywords",
-            {"lam": 0.0, "policy": RetrievePolicy.KEYWORDS},
-        ),
-        (
-            "graphmem, turn Notes → max",
-            "turns",
-            "λ=0, hybrid (vector + BM25, RRF)",
-            {"lam": 0.0, "hybrid": True},
-        ),
-        ("graphmem, turn Notes → max", "turns", "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
-    ]
+    plans: list[tuple[str, str, str, dict[str, Any]]] = []
+    for name, granularity in (
+        ("graphmem, session Notes", "sessions"),
+        ("graphmem, turn Notes → max", "turns"),
+    ):
+        plans += [
+            (name, granularity, "λ=0, vector only", {"lam": 0.0, "hybrid": False}),
+            (
+                name,
+                granularity,
+                "λ=0, key=keywords",
+                {"lam": 0.0, "hybrid": False, "policy": RetrievePolicy.KEYWORDS},
+            ),
+            (
+                name,
+                granularity,
+                "λ=0, keyword only (BM25 index)",
+                {"lam": 0.0, "fusion": "rrf", "vector_weight": 0.0},
+            ),
+            (name, granularity, "λ=0, hybrid RRF 1 : 1", {"lam": 0.0, "fusion": "rrf"}),
+            (name, granularity, DEFAULT_HOW, {"lam": 0.0}),
+            (name, granularity, "λ=0.5, neutral Q (= λ=0)", {"lam": 0.5}),
+        ]
     plans = [p for p in plans if condition_of(p[0], p[2]) in wanted]
     if isinstance(embedder, CachedEmbedder):
         from graphmem.keywords import keywords_key_for
@@ -627,7 +621,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--split",
-        choices=["dev", "heldout"],
+        choices=["dev", "heldout", "heldout2"],
         default="dev",
         help="conversations: which seeds of bench.protocol.RETRIEVAL_SPLITS",
     )

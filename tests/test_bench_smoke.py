@@ -112,19 +112,19 @@ def test_quality_smoke_scores_every_configuration(tmp_path: Path) -> None:
         "quality_recall.png",
     }
     rows = result["rows"]
-    assert len(rows) == 16
+    assert len(rows) == 20
     for row in rows:
         assert row["questions"] == 3
         assert 0.0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1.0
         assert row["recall@5"] <= row["hit@5"] <= row["hit@10"] <= 1.0
         assert 0.0 <= row["ndcg@10"] <= 1.0
-    assert sum("hybrid" in r["how"] for r in rows) == 2
+    assert sum("hybrid" in r["how"] for r in rows) == 4
     assert sum(r["config"].startswith("BM25") for r in rows) == 2
     # With every Q neutral, two-phase ranks exactly like similarity.
     by = {(r["config"], r["how"]): r for r in rows}
     for config in ("graphmem, session Notes", "graphmem, turn Notes → max"):
         neutral = by[(config, "λ=0.5, neutral Q (= λ=0)")]
-        plain = by[(config, "λ=0, key=query")]
+        plain = by[(config, quality.DEFAULT_HOW)]
         assert {k: neutral[k] for k in ("recall@1", "recall@10", "ndcg@10")} == {
             k: plain[k] for k in ("recall@1", "recall@10", "ndcg@10")
         }
