@@ -227,15 +227,15 @@ LIMIT toInteger($limit);
 
 
 // name: From failure to tip to fix
-// params: namespace
+// params: namespace, limit
 // view: graph
-// Walk from each failed procedure to the tip its failure produced and to the procedure that
-// later succeeded (EVOLVED_FROM / SUPERSEDES it), with the task they all belong to.
-MATCH (failed:Procedure {namespace: $namespace})
-WHERE failed.success = false
-OPTIONAL MATCH tip = (:Tip)-[:ABOUT]->(failed)
-WITH failed, collect(tip) AS tips
-OPTIONAL MATCH fix = (:Procedure)-[:EVOLVED_FROM|SUPERSEDES]->(failed)
-WITH failed, tips, collect(fix) AS fixes
-OPTIONAL MATCH task = (:Task)-[:SOLVED_BY]->(failed)
-RETURN failed, tips, fixes, collect(task) AS tasks;
+// Each lesson a failure taught, newest first: the tip, the episode whose failure produced it,
+// what the tip is ABOUT (the task, the procedures the failing run followed, or a failed
+// attempt) and the procedures that later replaced those (EVOLVED_FROM / SUPERSEDES).
+MATCH (tip:Tip {namespace: $namespace})
+WITH tip ORDER BY tip.created_at DESC LIMIT $limit
+MATCH lesson = (tip)-[about:ABOUT]->(target:Memory)
+OPTIONAL MATCH (failure:Episode {namespace: $namespace, id: coalesce(about.episode, tip.source_ref)})
+OPTIONAL MATCH fix = (:Procedure)-[:EVOLVED_FROM|SUPERSEDES]->(target)
+RETURN tip, collect(DISTINCT lesson) AS lessons, collect(DISTINCT failure) AS failures,
+       collect(DISTINCT fix) AS fixes;
