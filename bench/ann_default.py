@@ -57,7 +57,12 @@ def timed_blocks(
 
 
 def one_size(
-    n: int, n_queries: int, batch: int, gap_ms: float, during: bool, freeze_gc: bool = False
+    n: int,
+    n_queries: int,
+    batch: int,
+    gap_ms: float,
+    measure_during: bool,
+    freeze_gc: bool = False,
 ) -> dict[str, Any]:
     from graphmem import GraphMemory
     from graphmem.config import RetrievalConfig
@@ -71,7 +76,6 @@ def one_size(
     exact_memory = GraphMemory(exact, embedder=LookupEmbedder(data))
     memory.retrieve("bench", "q:0", cfg)  # records the embedder before the ingest
 
-    measure_during = during
     during: list[float] = []
     during_cpu: list[float] = []
     stop = threading.Event()

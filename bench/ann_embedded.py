@@ -59,7 +59,7 @@ def library_rows(vectors: np.ndarray, queries: np.ndarray) -> list[str]:
     builds: dict[str, float] = {}
     t0 = time.perf_counter()
     graph = _ann.AnnGraph(vectors.shape[1])
-    graph.add_many(np.arange(len(vectors)), vectors)
+    graph.put(np.arange(len(vectors), dtype=np.uint64), vectors)
     builds["usearch"] = time.perf_counter() - t0
     searchers["usearch"] = lambda q: graph.candidates(q, fetch)
     try:
@@ -101,6 +101,16 @@ def timed(cases: dict[str, Callable[[int], Any]], n: int) -> dict[str, list[floa
             case(i)
             out[name].append((time.perf_counter() - t0) * 1000)
     return out
+
+
+def recall_case(store: Any, queries: np.ndarray, kinds: list[Any]) -> Callable[[int], Any]:
+    """Query ``i``'s phase A on ``store``: the K1 nearest by vector."""
+    return lambda i: store.recall("bench", queries[i].tolist(), K1, kinds=kinds, min_sim=0.0)
+
+
+def retrieve_case(memory: Any, cfg: Any) -> Callable[[int], Any]:
+    """Query ``i``'s two-phase retrieval (its text looked up in the dataset's vectors)."""
+    return lambda i: memory.retrieve("bench", f"q:{i}", cfg)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -164,10 +174,8 @@ def main(argv: list[str] | None = None) -> None:
     cases: dict[str, Callable[[int], Any]] = {}
     for name, store in stores.items():
         memory = GraphMemory(store, embedder=LookupEmbedder(data))
-        cases[f"{name}: recall (phase A)"] = lambda i, s=store: s.recall(
-            "bench", queries[i].tolist(), K1, kinds=kinds, min_sim=0.0
-        )
-        cases[f"{name}: two-phase λ=0.5"] = lambda i, m=memory: m.retrieve("bench", f"q:{i}", cfg)
+        cases[f"{name}: recall (phase A)"] = recall_case(store, queries, kinds)
+        cases[f"{name}: two-phase λ=0.5"] = retrieve_case(memory, cfg)
     timed(cases, min(20, len(queries)))  # warm-up
     times = timed(cases, len(queries))
 

@@ -12,10 +12,11 @@ checkout, for a before and after.
 
 from __future__ import annotations
 
+import argparse
 import collections
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -91,7 +92,10 @@ def census(label: str, call: Callable[[], Any]) -> Any:
     return result
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
+    argparse.ArgumentParser(prog="python -m bench.check_census", description=__doc__).parse_args(
+        argv
+    )
     with tempfile.TemporaryDirectory() as directory:
         memory = GraphMemory(EmbeddedStore(directory), embedder=HashingEmbedder())
         for i in range(6):

@@ -22,7 +22,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -46,7 +46,7 @@ def _open(kind: str, path: Path, **kw: Any) -> Any:
 
     sqlite_log.SYNCHRONOUS = "NORMAL" if kind == "sqlite-normal" else "FULL"
     try:
-        durability = "journal" if kind == "journal" else "sqlite"
+        durability: Literal["journal", "sqlite"] = "journal" if kind == "journal" else "sqlite"
         return EmbeddedStore.open(path, durability=durability, **kw)
     finally:
         sqlite_log.SYNCHRONOUS = "FULL"

@@ -53,6 +53,11 @@ def _read(driver: Any, query: str, **params: Any) -> tuple[list[str], np.ndarray
         for record in session.run(query, params):
             ids.append(record["id"])
             rows.append(np.asarray(record["e"], dtype=np.float32))
+    if not rows:
+        raise SystemExit(
+            f"no memories to measure ({params or 'the whole index'}): fill the database first "
+            "with `python -m bench.speed --scale 1m --keep`"
+        )
     matrix = np.stack(rows)
     matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
     return ids, matrix
@@ -101,6 +106,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     widths = [int(w) for w in args.widths.split(",")]
     rng = np.random.default_rng(args.query_seed)
     from bench.speed_scale import Corpus
+    from graphmem.models import MemoryKind
+
+    kinds = [MemoryKind(k) for k in KINDS]
 
     corpus = Corpus(args.n, args.seed)
     queries = corpus.vectors(rng, args.queries)
@@ -120,7 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         def search(query: np.ndarray) -> set[str]:
             store.search_width = width
             try:
-                hits = store.recall(namespace, query.tolist(), args.k, kinds=list(KINDS))
+                hits = store.recall(namespace, query.tolist(), args.k, kinds=kinds)
             finally:
                 store.search_width = chosen
             return {h.memory.id for h in hits}

@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -168,10 +168,12 @@ def _latency(
     result: dict[str, Any],
     args: argparse.Namespace,
 ) -> None:
-    for key, count, make in (
+    Make = Callable[[Any], list[tuple[str, Callable[[int], object]]]]
+    kinds_of_run: tuple[tuple[str, int, Make], ...] = (
         ("latency", args.queries, lambda s: s.cases(data, settings)),
         ("included", args.included_queries, lambda s: s.included(data, settings)),
-    ):
+    )
+    for key, count, make in kinds_of_run:
         if count <= 0:
             continue
         # Systems that are compared with each other share a round robin; groups run one after

@@ -144,19 +144,19 @@ def run_store(name: str, data: Dataset, args: argparse.Namespace) -> dict[str, A
     uri = os.environ.get("GRAPHMEM_NEO4J_URI")
     if not uri:
         raise SystemExit("--stores neo4j needs GRAPHMEM_NEO4J_URI")
-    store = Neo4jStore.from_uri(
+    neo4j_store = Neo4jStore.from_uri(
         uri,
         user=os.environ.get("GRAPHMEM_NEO4J_USER", "neo4j"),
         password=os.environ.get("GRAPHMEM_NEO4J_PASSWORD") or None,
     )
     try:
-        store.setup(data.vectors.shape[1])
-        ids = [m.id for m in store.iter_nodes(NAMESPACE)]
+        neo4j_store.setup(data.vectors.shape[1])
+        ids = [m.id for m in neo4j_store.iter_nodes(NAMESPACE)]
         for lo in range(0, len(ids), 1000):
-            store.delete(NAMESPACE, ids[lo : lo + 1000])
-        return measure(store, data, args)
+            neo4j_store.delete(NAMESPACE, ids[lo : lo + 1000])
+        return measure(neo4j_store, data, args)
     finally:
-        store.close()
+        neo4j_store.close()
 
 
 def measure(store: Any, data: Dataset, args: argparse.Namespace) -> dict[str, Any]:

@@ -261,6 +261,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             filters=filters,
         )
 
+    def bare_recall(key: str) -> Callable[[int], object]:
+        """graphmem's recall statement alone, on the driver, for the memories under ``key``."""
+        return lambda i: driver.execute_query(
+            cypher.RECALL_SEARCH,
+            {"vector": queries[i].tolist(), "keys": [key], **beam},
+            database_=db,
+            routing_=neo4j.RoutingControl.READ,
+        )
+
     result["settings"]["beam"] = beam["candidates"]
     result["load_before_timing"] = list(os.getloadavg())
     for ns in namespaces:
@@ -293,12 +302,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ),
             Case(
                 "graphmem's recall statement alone (same Notes; driver, no store)",
-                lambda i, key=note_key: driver.execute_query(
-                    cypher.RECALL_SEARCH,
-                    {"vector": queries[i].tolist(), "keys": [key], **beam},
-                    database_=db,
-                    routing_=neo4j.RoutingControl.READ,
-                ),
+                bare_recall(note_key),
                 max_queries=args.queries,
             ),
         ]

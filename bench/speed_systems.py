@@ -54,7 +54,8 @@ class Dataset:
     def lookup(self, key: str) -> np.ndarray:
         """The precomputed vector behind a lookup key (``m:<row>`` or ``q:<row>``)."""
         kind, _, row = key.partition(":")
-        return self.vectors[int(row)] if kind == "m" else self.queries[int(row)]
+        vector: np.ndarray = self.vectors[int(row)] if kind == "m" else self.queries[int(row)]
+        return vector
 
 
 def task_text(rng: random.Random) -> str:
