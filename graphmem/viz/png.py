@@ -65,7 +65,7 @@ def matplotlib_png(sub: Subgraph, *, dpi: int = 110) -> bytes:
     except ImportError as e:
         raise VizError(
             "PNG output needs Graphviz 'dot' or matplotlib; install either "
-            "(apt-get install graphviz, or pip install matplotlib)"
+            "(apt-get install graphviz, or pip install 'graphmem[viz]')"
         ) from e
     pos = layout(sub)
     boxes = {i: node_box(n) for i, n in sub.nodes.items()}
