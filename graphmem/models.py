@@ -460,6 +460,17 @@ class Note(Memory):
         default=None,
         description="Optional JSON payload kept verbatim (e.g. a LangGraph store item's value).",
     )
+    valid_at: datetime | None = Field(
+        default=None,
+        description="When the fact was stated or observed (e.g. the date of the conversation "
+        "turn it comes from); add_note sets the time of writing when not given. A time "
+        "without a zone is taken as UTC.",
+    )
+
+    @field_validator("valid_at")
+    @classmethod
+    def _valid_at(cls, v: datetime | None) -> datetime | None:
+        return v if v is None or v.tzinfo is not None else v.replace(tzinfo=UTC)
 
     @field_validator("content")
     @classmethod

@@ -219,3 +219,29 @@ def test_graphmem_import_notes_and_trajectories(tmp_path: Any) -> None:
         ["The spare key is under the pot.", "Alice: 3 May.", "Bob: tea."]
     )
     assert len(procs) == 2  # proceduralized + trajectory of the one good build
+
+
+def test_notes_keep_when_they_were_said(
+    store: MemoryStore, embedder: HashingEmbedder, namespace: str
+) -> None:
+    from datetime import UTC, datetime
+
+    mem = _mem(store, embedder)
+    before = datetime.now(UTC)
+    said = datetime(2023, 5, 3, 14, 30, tzinfo=UTC)
+    one = mem.add_note(namespace, "Alice moved to Porto.", valid_at=said)
+    many = mem.add_notes(
+        namespace,
+        [
+            {"content": "Alice moved to Lisbon.", "valid_at": "2024-01-09T08:00:00"},
+            "Bob likes tea.",
+        ],
+    )
+    assert store.get(namespace, one.id).valid_at == said  # type: ignore[union-attr]
+    stored = store.get(namespace, many[0].id)
+    assert isinstance(stored, Note)
+    assert stored.valid_at == datetime(2024, 1, 9, 8, 0, tzinfo=UTC)  # no zone: UTC
+    now = store.get(namespace, many[1].id)
+    assert isinstance(now, Note) and now.valid_at is not None and now.valid_at >= before
+    with pytest.raises(InvalidInput, match=r"notes\[0\]"):
+        mem.add_notes(namespace, [{"content": "x", "valid_at": "last tuesday"}])

@@ -283,6 +283,7 @@ def add_note(mem: MemoryContext, namespace: Namespace, content: str, **fields: A
     values.setdefault("source", "note")
     values.setdefault("created_by", by)
     values.setdefault("q", mem.config.q0)
+    values.setdefault("valid_at", utcnow())  # when it was said: the caller's, else now
     note = Note(namespace=namespace, content=content, content_hash=digest, **values)
     note.embedding = mem.embed(note.embed_text(), namespace=namespace)
     mem.store.upsert([note])

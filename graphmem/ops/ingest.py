@@ -43,6 +43,7 @@ from graphmem.models import (
     Trajectory,
     check_unicode,
     content_hash,
+    utcnow,
 )
 from graphmem.ops.similarity import cosines
 from graphmem.stores.base import MemoryStore, Recall
@@ -215,6 +216,7 @@ def _new_note(
     values.setdefault("source", "note")
     values.setdefault("created_by", by)
     values.setdefault("q", config.q0)
+    values.setdefault("valid_at", utcnow())  # when it was said: the caller's, else now
     return Note(
         namespace=namespace, content=content, content_hash=content_hash("note", content), **values
     )
