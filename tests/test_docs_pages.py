@@ -162,3 +162,63 @@ def test_every_benchmark_is_named_in_the_docs() -> None:
         if re.search(rf"bench\.{name}\b|bench/{name}\.py|bench run {name}\b", docs)
     }
     assert set(benchmarks()) - named == set(UNDOCUMENTED)
+
+
+DESIGN_CITE = re.compile(
+    r"docs/design\.md(?:\s+§(?P<section>\d+(?:\.\d+)*)"
+    r"|,\s+\"Module notes\",\s+``(?P<module>[\w.]+)``"
+    r"|(?:,\s+|\s+\(\")\"?(?P<name>[A-Z][\w ]+?)\"?[,)])"
+)
+"""How the code cites the design: ``docs/design.md §2.2``, ``docs/design.md, "Module notes",
+``graphmem.x``…``, or a section by name (``docs/design.md, Retention``)."""
+
+
+def design_citations() -> list[tuple[str, str, str]]:
+    """(file, kind, what) for every citation of the design in the code."""
+    found = []
+    for folder in ("graphmem", "showcase", "bench", "flows", "tests"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            text = " ".join(path.read_text(encoding="utf-8").split())
+            for m in DESIGN_CITE.finditer(text):
+                kind = next(k for k in ("section", "module", "name") if m.group(k))
+                found.append((path.relative_to(ROOT).as_posix(), kind, m.group(kind)))
+    return found
+
+
+def lost(citations: list[tuple[str, str, str]]) -> list[str]:
+    """The citations the design does not answer: a § number or a module note missing from the
+    index (docs/design.md), a section name that heads no design page."""
+    index = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    pages = [p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "design").glob("*.md")]
+    headings = [h.lower() for text in pages for h in re.findall(r"^#+ (.+)$", text, re.M)]
+    out = []
+    for file, kind, what in citations:
+        if kind == "section":
+            ok = f"[§{what} " in index
+        elif kind == "module":
+            ok = f"[`{what}`](design/" in index
+        else:
+            ok = any(what.lower() in h for h in headings)
+        if not ok:
+            out.append(f"{file}: {kind} {what}")
+    return out
+
+
+def test_every_design_citation_in_the_code_finds_its_place() -> None:
+    """The code cites the design as ``docs/design.md §N`` or by module note; the index maps
+    each to its concept page."""
+    citations = [c for c in design_citations() if c[0] != "tests/test_docs_pages.py"]
+    assert len(citations) > 40
+    assert lost(citations) == []
+
+
+def test_a_citation_of_nothing_is_lost() -> None:
+    text = 'docs/design.md §9.9 and docs/design.md, "Module notes", ``graphmem.nope``'
+    found = [
+        ("x.py", k, m.group(k))
+        for m in DESIGN_CITE.finditer(text)
+        for k in ("section", "module")
+        if m.group(k)
+    ]
+    fake = [*found, ("x.py", "name", "Nowhere"), ("x.py", "section", "2.2")]
+    assert lost(fake) == ["x.py: section 9.9", "x.py: module graphmem.nope", "x.py: name Nowhere"]
