@@ -16,6 +16,7 @@ from graphmem.models import Edge, EdgeKind, Note
 from graphmem.stores.base import MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 from graphmem.stores.embedded.store import Durability
+from graphmem.stores.faces import ThreadedStore
 from graphmem.testing import LoopBackedStore, StoreConformance, assert_same_memory, vec
 
 
@@ -36,13 +37,24 @@ def neo4j_async(neo4j_store: MemoryStore) -> Iterator[LoopBackedStore]:
     params=[
         "embedded",
         "embedded-sqlite",
+        "embedded-async",
         pytest.param("neo4j", marks=pytest.mark.neo4j),
         pytest.param("neo4j-async", marks=pytest.mark.neo4j),
     ]
 )
 def store(request: pytest.FixtureRequest, tmp_path: Path, namespace: str) -> Iterator[MemoryStore]:
     """conftest.py's ``store``, with the embedded store in both of its durabilities and Neo4j
-    through both of its faces: the blocking Neo4jStore and AsyncNeo4jStore (on a loop)."""
+    through both of its faces: the blocking Neo4jStore and AsyncNeo4jStore (on a loop).
+    ``embedded-async`` is the embedded store through both adapters of stores/faces.py, there
+    and back (ThreadedStore, then LoopBackedStore): the derived faces, checked without a
+    server."""
+    if request.param == "embedded-async":
+        there_and_back = LoopBackedStore(lambda: ThreadedStore(EmbeddedStore.open(tmp_path / "s")))
+        try:
+            yield there_and_back
+        finally:
+            there_and_back.shutdown()
+        return
     if request.param.startswith("embedded"):
         durability: Durability = "sqlite" if request.param == "embedded-sqlite" else "journal"
         with EmbeddedStore.open(tmp_path / "store", durability=durability) as embedded:

@@ -1,33 +1,35 @@
-"""One face of the store contract derived from the other: :class:`BlockingStore`.
+"""One face of the store contract derived from the other, by one generic adapter each way.
 
-A store written for asyncio (an :class:`~graphmem.stores.base.AsyncMemoryStore`) gets its
-blocking face here, by one generic adapter instead of a forwarding method per primitive: each
-primitive of :class:`~graphmem.stores.base.MemoryStore` is :func:`blocking` applied to its
-asynchronous twin, so its signature is the twin's (mypy checks both against the contract) and
-its body is the same two steps for every method: make the twin's coroutine, run it to its end.
-
-How it runs is the one thing a blocking face chooses:
+:class:`BlockingStore` is the blocking face of an asynchronous store (an
+:class:`~graphmem.stores.base.AsyncMemoryStore`): each primitive of
+:class:`~graphmem.stores.base.MemoryStore` is :func:`blocking` applied to its asynchronous twin,
+so its signature is the twin's (mypy checks both against the contract) and its body is the same
+for every method: make the twin's coroutine, run it to its end. How it runs is the one thing a
+blocking face chooses:
 
 - by default with :func:`~graphmem.coroutines.drive`, for coroutines that never suspend (their
   I/O blocks): :class:`~graphmem.stores.neo4j.Neo4jStore` runs the Neo4j store's one set of
   coroutines over the blocking driver this way;
 - or on an event loop in another thread, for coroutines that do suspend
-  (:class:`graphmem.testing.LoopBackedStore` runs the conformance suite through an async store so).
+  (:class:`graphmem.testing.LoopBackedStore`, how the conformance suite checks an async store).
+
+:class:`ThreadedStore` is the other way round: the asynchronous face of a blocking store, each
+primitive run in a worker thread, so async code can await the embedded store:
 
 >>> import asyncio
+>>> from graphmem.models import Note
 >>> from graphmem.stores.embedded import EmbeddedStore
->>> class Echo(BlockingStore):  # a blocking face over another store's namespaces, for show
-...     def _call(self, name, args, kwargs):
-...         async def answer():
-...             return ["demo"] if name == "namespaces" else None
-...         return answer()
-...     def close(self): pass
->>> Echo().namespaces()
-['demo']
+>>> async def main() -> list[str]:
+...     async with ThreadedStore(EmbeddedStore.in_memory()) as store:
+...         await store.upsert([Note(id="n1", namespace="demo", content="hi")])
+...         return [m.id async for m in store.iter_nodes("demo")]
+>>> asyncio.run(main())
+['n1']
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import Any, ClassVar, Concatenate, ParamSpec, TypeVar, cast
@@ -49,7 +51,7 @@ def blocking(
     def run(self: BlockingStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
         return self._run(cast(Awaitable[T], self._call(name, args, kwargs)))
 
-    return _named(run, method)
+    return _named(run, method, "BlockingStore")
 
 
 def blocking_iter(
@@ -61,18 +63,18 @@ def blocking_iter(
     def run(self: BlockingStore, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
         return self._run_iter(cast(AsyncIterator[T], self._call(name, args, kwargs)))
 
-    return _named(run, method)
+    return _named(run, method, "BlockingStore")
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _named(run: F, method: Callable[..., Any]) -> F:
+def _named(run: F, method: Callable[..., Any], face: str) -> F:
     """``run`` named as ``method``, with the contract's words for it (the blocking face's
     docstring where the twin has none). Not ``functools.wraps``: that would copy the twin's
     ``__isabstractmethod__``, and abc would take the derived method for an abstract one."""
     run.__name__ = method.__name__
-    run.__qualname__ = f"BlockingStore.{method.__name__}"
+    run.__qualname__ = f"{face}.{method.__name__}"
     run.__doc__ = method.__doc__ or getattr(MemoryStore, method.__name__, run).__doc__
     run.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
     return run
@@ -136,4 +138,78 @@ class BlockingStore(MemoryStore):
     namespaces = blocking(AsyncMemoryStore.namespaces)
 
 
-__all__ = ["BlockingStore", "blocking", "blocking_iter"]
+def threaded(
+    method: Callable[Concatenate[Any, P], T],
+) -> Callable[Concatenate[ThreadedStore, P], Coroutine[Any, Any, T]]:
+    """The asynchronous twin of a blocking store method: same name, same parameters, run in a
+    worker thread on the store :class:`ThreadedStore` wraps."""
+    name = method.__name__
+
+    async def run(self: ThreadedStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        call: Callable[..., T] = getattr(self.store, name)
+        return await asyncio.to_thread(call, *args, **kwargs)
+
+    return _named(run, method, "ThreadedStore")
+
+
+def threaded_iter(
+    method: Callable[Concatenate[Any, P], Iterator[T]],
+) -> Callable[Concatenate[ThreadedStore, P], AsyncIterator[T]]:
+    """:func:`threaded` for a method that returns an iterator: the items are read in a worker
+    thread, all at once, then handed out (an async iterator)."""
+    name = method.__name__
+
+    async def items(self: ThreadedStore, args: Any, kwargs: Any) -> AsyncIterator[T]:
+        call: Callable[..., Iterator[T]] = getattr(self.store, name)
+        for item in await asyncio.to_thread(lambda: list(call(*args, **kwargs))):
+            yield item
+
+    def run(self: ThreadedStore, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+        return items(self, args, kwargs)
+
+    return _named(run, method, "ThreadedStore")
+
+
+class ThreadedStore(AsyncMemoryStore):
+    """The asynchronous face of a blocking store (see the module doc): every primitive runs
+    ``store``'s in a worker thread (``asyncio.to_thread``), so the event loop never waits on
+    its locks or disk. ``store`` must allow calls from several threads at once (the built-in
+    stores do). :meth:`close` closes it."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    async def dimension(self) -> int | None:
+        return await asyncio.to_thread(lambda: self.store.dimension)
+
+    check_dimension = threaded(MemoryStore.check_dimension)
+    embedder_record = threaded(MemoryStore.embedder_record)
+    record_embedder = threaded(MemoryStore.record_embedder)
+    set_embeddings = threaded(MemoryStore.set_embeddings)
+    upsert = threaded(MemoryStore.upsert)
+    patch = threaded(MemoryStore.patch)
+    update_utility = threaded(MemoryStore.update_utility)
+    finish_episode = threaded(MemoryStore.finish_episode)
+    mark_used = threaded(MemoryStore.mark_used)
+    delete = threaded(MemoryStore.delete)
+    get_many = threaded(MemoryStore.get_many)
+    get = threaded(MemoryStore.get)
+    edges = threaded(MemoryStore.edges)
+    superseded = threaded(MemoryStore.superseded)
+    recall = threaded(MemoryStore.recall)
+    recall_text = threaded(MemoryStore.recall_text)
+    find_by_hash = threaded(MemoryStore.find_by_hash)
+    iter_nodes = threaded_iter(MemoryStore.iter_nodes)
+    iter_edges = threaded_iter(MemoryStore.iter_edges)
+    namespaces = threaded(MemoryStore.namespaces)
+    close = threaded(MemoryStore.close)
+
+
+__all__ = [
+    "BlockingStore",
+    "ThreadedStore",
+    "blocking",
+    "blocking_iter",
+    "threaded",
+    "threaded_iter",
+]
