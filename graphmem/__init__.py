@@ -47,7 +47,7 @@ from graphmem.models import (
     TrajectoryStep,
 )
 from graphmem.ops.reembed import reembed
-from graphmem.stores.base import MemoryStore
+from graphmem.stores.base import AsyncMemoryStore, MemoryStore
 from graphmem.stores.embedded import EmbeddedStore
 
 __version__ = "0.1.0"
@@ -55,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "MEMRL_DEFAULT",
     "SIMILARITY_ONLY",
+    "AsyncMemoryStore",
     "CreditPolicy",
     "DimensionMismatch",
     "Edge",
