@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from graphmem.models import AnyMemory, Edge, EdgeKind, Namespace, Procedure
 from graphmem.ops.explain import episode_report
@@ -210,20 +210,25 @@ def describe_procedures(
             if node is not None:
                 short = line if proc.id == best.id else distinctive(own, sub.columns, limit=3)
                 node.caption = _caption(proc, len(own), short) + _twins(node.caption)
-        sub.compare = group_rows(sub.compare)
+        sub.compare = group_rows(sub.compare, {p.id: tuple(actions[p.id]) for p in procs})
+        _stack_twins(sub)
     sub.versions = _versions(sub, procs, actions, edges_of)
     _episodes(sub, store, procs, edges_of)
 
 
-def group_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
-    """One row for procedures whose rows would read the same (steps, outcome, Q, uses, version,
-    granularity, own or linked): the first keeps its place and lists the others as ``twins``,
-    and the episodes that used any of them."""
+def group_rows(
+    rows: Sequence[CompareRow], steps: Mapping[str, tuple[str, ...]] | None = None
+) -> list[CompareRow]:
+    """One row for procedures with the same steps (``steps``: each procedure's actions), else
+    for those whose rows would read the same (outcome, Q, uses, version, granularity, own or
+    linked): the first, the most useful (rows come best first), keeps its place and lists the
+    others as ``twins``, and the episodes that used any of them."""
     out: list[CompareRow] = []
     seen: dict[tuple[object, ...], CompareRow] = {}
     for row in rows:
-        key = (
-            row.granularity, row.version, round(row.q, 2), row.uses, row.successes,
+        same_steps = (steps or {}).get(row.id, ())
+        key: tuple[object, ...] = ("steps", *same_steps) if same_steps else (
+            row.granularity, row.version, round(row.q, 2), row.uses,
             row.outcome, row.obsolete, row.distinct, tuple(row.cells), row.linked,
         )  # fmt: skip
         first = seen.get(key)
@@ -234,6 +239,18 @@ def group_rows(rows: Sequence[CompareRow]) -> list[CompareRow]:
         first.twins.append(row.id)
         first.episodes.extend(e for e in row.episodes if e not in first.episodes)
     return out
+
+
+def _stack_twins(sub: Subgraph) -> None:
+    """Procedures that share a row of the comparison stack in the picture too: a twin whose
+    steps are not drawn of its own goes under the procedure whose row it shares (field
+    ``same steps as``, which :func:`graphmem.viz.layout.layout` stacks by)."""
+    own_chain = {e.src for e in sub.edges if e.kind == EdgeKind.FIRST_STEP}
+    for row in sub.compare:
+        for twin in row.twins:
+            node = sub.nodes.get(twin)
+            if node is not None and twin not in own_chain and "same steps as" not in node.fields:
+                node.fields["same steps as"] = row.id
 
 
 def name_retrieved(

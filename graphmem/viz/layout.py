@@ -171,7 +171,10 @@ def _task_layout(sub: Subgraph) -> dict[str, Point]:
     # One block per distinct chain; procedures with the same steps stacked under it, then (the
     # first block) procedures without a drawn chain, while the chain beside them is taller.
     same = {i: sub.nodes[i].fields.get("same steps as", "") for i in procs}
-    undrawn = [i for i in procs if i not in drawn and not same[i]]
+    undrawn = []
+    for i in procs:  # each followed by the procedures stacked under it (same steps, no chain)
+        if i not in drawn and not same[i]:
+            undrawn += [i, *(t for t in procs if same[t] == i and t not in drawn)]
     for block, (proc_id, chain) in enumerate(drawn.items()):
         twins = [i for i in procs if same[i] == proc_id]
         top = rows.y
@@ -194,14 +197,20 @@ def _task_layout(sub: Subgraph) -> dict[str, Point]:
         rows.y = max(rows.y, chain_bottom)
         rows.gap()
     # Everything else (procedures without a drawn chain, linked memories): a grid.
+    # A procedure with the same steps as one in the grid goes under it, in its column.
     rest = [i for i in sub.nodes if i not in rows.pos]
     grid_w = _slot(sub, rest) if rest else left_w
     per_grid = max(1, int(ROW_WIDTH // grid_w))
-    for start in range(0, len(rest), per_grid):
-        rows.row(
-            (i, k * grid_w + (grid_w - left_w) / 2)
-            for k, i in enumerate(rest[start : start + per_grid])
-        )
+    under = {i: [t for t in rest if same.get(t) == i] for i in rest}
+    cells = [i for i in rest if same.get(i, "") not in under]
+    for start in range(0, len(cells), per_grid):
+        chunk = cells[start : start + per_grid]
+        xs = {i: k * grid_w + (grid_w - left_w) / 2 for k, i in enumerate(chunk)}
+        rows.row((i, xs[i]) for i in chunk)
+        depth = 1
+        while any(len(under[i]) >= depth for i in chunk):
+            rows.row((under[i][depth - 1], xs[i]) for i in chunk if len(under[i]) >= depth)
+            depth += 1
     return rows.pos
 
 
