@@ -46,7 +46,7 @@ import math
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -216,26 +216,23 @@ class EmbeddedStore(MemoryStore):
     # ---- locking and catching up --------------------------------------------------------
 
     @contextmanager
-    def _read(self) -> Iterator[None]:
+    def _locked(self, *, exclusive: bool) -> Iterator[None]:
+        """This process's lock, then the store's (shared to read, exclusive to write), caught
+        up with what other processes wrote."""
         with self._mutex:
             self._check_open()
             if self._journal is None:
                 yield
                 return
-            with self._journal.lock.hold(exclusive=False):
-                self._catch_up(exclusive=False)
+            with self._journal.lock.hold(exclusive=exclusive):
+                self._catch_up(exclusive=exclusive)
                 yield
 
-    @contextmanager
-    def _write(self) -> Iterator[None]:
-        with self._mutex:
-            self._check_open()
-            if self._journal is None:
-                yield
-                return
-            with self._journal.lock.hold(exclusive=True):
-                self._catch_up(exclusive=True)
-                yield
+    def _read(self) -> AbstractContextManager[None]:
+        return self._locked(exclusive=False)
+
+    def _write(self) -> AbstractContextManager[None]:
+        return self._locked(exclusive=True)
 
     def _check_open(self) -> None:
         if self._closed:

@@ -204,11 +204,12 @@ def torn_delay(e: TornRead, delays: Iterator[float]) -> float:
 
 
 class SyncTx:
-    """:class:`Tx` over the blocking driver's transaction."""
+    """:class:`Tx` over the blocking driver's transaction, or over a blocking session, where
+    every statement is an auto-commit transaction."""
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: neo4j.ManagedTransaction) -> None:
+    def __init__(self, tx: neo4j.ManagedTransaction | neo4j.Session) -> None:
         self._tx = tx
 
     async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
@@ -218,18 +219,6 @@ class SyncTx:
 def sync_work(work: Work[T]) -> Callable[[neo4j.ManagedTransaction], T]:
     """A transaction body as the blocking driver's transaction function."""
     return lambda tx: drive(work(SyncTx(tx)))
-
-
-class SyncAutoTx:
-    """:class:`Tx` whose every statement is an auto-commit transaction of a blocking session."""
-
-    __slots__ = ("_session",)
-
-    def __init__(self, session: neo4j.Session) -> None:
-        self._session = session
-
-    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
-        return list(self._session.run(query, params))
 
 
 class SyncSession:
@@ -259,7 +248,7 @@ class SyncSession:
         races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
         while True:
             try:
-                return drive(work(SyncAutoTx(self._session)))
+                return drive(work(SyncTx(self._session)))
             except TornRead as e:
                 delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
@@ -271,11 +260,12 @@ class SyncSession:
 
 
 class AsyncTx:
-    """:class:`Tx` over the async driver's transaction."""
+    """:class:`Tx` over the async driver's transaction, or over an async session, where every
+    statement is an auto-commit transaction."""
 
     __slots__ = ("_tx",)
 
-    def __init__(self, tx: neo4j.AsyncManagedTransaction) -> None:
+    def __init__(self, tx: neo4j.AsyncManagedTransaction | neo4j.AsyncSession) -> None:
         self._tx = tx
 
     async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
@@ -286,19 +276,6 @@ class AsyncTx:
 def async_work(work: Work[T]) -> Callable[[neo4j.AsyncManagedTransaction], Awaitable[T]]:
     """A transaction body as the async driver's transaction function."""
     return lambda tx: work(AsyncTx(tx))
-
-
-class AsyncAutoTx:
-    """:class:`Tx` whose every statement is an auto-commit transaction of an async session."""
-
-    __slots__ = ("_session",)
-
-    def __init__(self, session: neo4j.AsyncSession) -> None:
-        self._session = session
-
-    async def run(self, query: str, /, **params: Any) -> list[neo4j.Record]:
-        result = await self._session.run(query, params)
-        return [record async for record in result]
 
 
 class AsyncSession:
@@ -328,7 +305,7 @@ class AsyncSession:
         races, delays, torn = race_delays(), retry_delays(), iter(TORN_DELAYS)
         while True:
             try:
-                return await work(AsyncAutoTx(self._session))
+                return await work(AsyncTx(self._session))
             except TornRead as e:
                 delay = torn_delay(e, torn)
             except (DriverError, Neo4jError) as e:
