@@ -281,6 +281,17 @@ class VectorIndex:
         else:
             sims = np.einsum("ij,j->i", matrix, unit)
         sims *= self._inv_norm[rows]
+        return self._best(rows, sims, k, min_sim)
+
+    def _best(
+        self,
+        rows: npt.NDArray[np.int64],
+        sims: npt.NDArray[np.float32],
+        k: int,
+        min_sim: float | None,
+    ) -> list[tuple[str, float]]:
+        """The top-k of ``rows`` by their cosine ``sims`` (clipped to [-1, 1] here), at least
+        ``min_sim``, ranked."""
         sims.clip(-1.0, 1.0, out=sims)
         if min_sim is not None:
             keep = sims >= np.float32(min_sim)
@@ -359,15 +370,7 @@ class VectorIndex:
         rows = rows[allowed[rows]]
         if rows.size < min(k, passing):
             return None
-        sims = (self._gather(rows) @ unit) * self._inv_norm[rows]
-        np.clip(sims, -1.0, 1.0, out=sims)
-        if min_sim is not None:
-            keep = sims >= np.float32(min_sim)
-            rows, sims = rows[keep], sims[keep]
-        if rows.size > k:
-            top = np.argpartition(-sims, k - 1)[:k]
-            rows, sims = rows[top], sims[top]
-        return self._ranked(rows.tolist(), sims.tolist())
+        return self._best(rows, (self._gather(rows) @ unit) * self._inv_norm[rows], k, min_sim)
 
     def start_ann(self, graph: _ann.AnnGraph | None = None) -> None:
         """Give this namespace a graph: ``graph`` (loaded from a file, in step with the rows
