@@ -11,7 +11,9 @@ that is, that carry an embedding. A proceduralized build is one such memory (its
 procedure) with parts: the trajectory procedure it was DISTILLED_FROM and that one's steps.
 The parts go with it (archived too, or deleted, the steps as the orphans they become).
 Episodes, steps and tasks are never counted; a Task is deleted only in ``delete`` mode, once
-no procedure SOLVED_BY it is left.
+no procedure SOLVED_BY it is left. In ``delete`` mode a memory an open episode was offered stays
+until that episode finishes (the next in the order goes instead): its credit is still to come,
+and an episode that lost every memory it was offered would count as one played without memory.
 
 Policies (docs/design.md, Retention, says why utility ranks the way it does):
 
@@ -51,7 +53,7 @@ import hashlib
 import logging
 import math
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -63,6 +65,8 @@ from graphmem.models import (
     CORRECTION_SOURCE,
     AnyMemory,
     EdgeKind,
+    Episode,
+    EpisodeStatus,
     MemoryKind,
     Namespace,
     Procedure,
@@ -212,20 +216,45 @@ def plan_evictions(
     *,
     episode_times: Sequence[datetime] = (),
     now: datetime | None = None,
+    spare: Callable[[AnyMemory], bool] | None = None,
 ) -> list[tuple[AnyMemory, float]]:
-    """The memories to evict so that every cap holds: per kind first, then the total."""
+    """The memories to evict so that every cap holds: per kind first, then the total.
+
+    ``spare``: a memory it says yes to is not evicted now (it still counts towards the caps);
+    the next in the order goes in its place. Asked lazily, of the candidates only."""
     order = eviction_order(units, retention, config, episode_times=episode_times, now=now)
+    spared: dict[str, bool] = {}
+
+    def take(candidates: list[tuple[AnyMemory, float]], n: int) -> list[tuple[AnyMemory, float]]:
+        out: list[tuple[AnyMemory, float]] = []
+        for m, s in candidates:
+            if len(out) >= n:
+                break
+            if spare is not None and spared.setdefault(m.id, spare(m)):
+                continue
+            out.append((m, s))
+        return out
+
     gone: set[str] = set()
     out: list[tuple[AnyMemory, float]] = []
     for kind, cap in retention.max_per_kind.items():
         of_kind = [(m, s) for m, s in order if m.kind == kind]
-        for m, s in of_kind[: max(0, len(of_kind) - cap)]:
+        for m, s in take(of_kind, len(of_kind) - cap):
             gone.add(m.id)
             out.append((m, s))
     if retention.max_memories is not None:
         left = [(m, s) for m, s in order if m.id not in gone]
-        out += left[: max(0, len(left) - retention.max_memories)]
+        out += take(left, len(left) - retention.max_memories)
     return out
+
+
+def held_by_open_episode(store: MemoryStore, namespace: Namespace, memory: AnyMemory) -> bool:
+    """Whether an episode still open was offered ``memory`` (its credit is still to come)."""
+    offers = store.edges(namespace, memory.id, kinds=[EdgeKind.RETRIEVED], direction="in")
+    if not offers:
+        return False
+    episodes = store.get_many(namespace, list(dict.fromkeys(e.src for e in offers)))
+    return any(isinstance(e, Episode) and e.status is EpisodeStatus.OPEN for e in episodes)
 
 
 def over_capacity(units: Sequence[AnyMemory], retention: RetentionConfig) -> bool:
@@ -303,7 +332,12 @@ def plan_namespace(
     episode_times: list[datetime] = []
     if retention.policy == "utility" and retention.grace_episodes:
         episode_times = [e.created_at for e in store.iter_nodes(namespace, [MemoryKind.EPISODE])]
-    return units, plan_evictions(units, retention, config, episode_times=episode_times)
+
+    def held(memory: AnyMemory) -> bool:
+        return held_by_open_episode(store, namespace, memory)
+
+    spare = held if retention.on_evict == "delete" else None  # credit to come: it waits
+    return units, plan_evictions(units, retention, config, episode_times=episode_times, spare=spare)
 
 
 def enforce_capacity(
@@ -419,6 +453,7 @@ __all__ = [
     "check_capacity",
     "enforce_capacity",
     "eviction_order",
+    "held_by_open_episode",
     "is_evicted",
     "live_units",
     "plan_evictions",

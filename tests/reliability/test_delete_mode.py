@@ -4,6 +4,9 @@
   without a procedure: the memory, its parts and the Tasks it leaves alone go in one delete.
 - A retrieval whose recalled memory another process deletes before the episode is written
   does not fail with MemoryNotFound: the episode is recorded with the memories still there.
+- Eviction never deletes what an open episode was offered (the next in the order goes): the
+  episode's credit lands on every memory it was handed, so an episode whose memories were all
+  deleted can no longer finish crediting nothing and count as one played without memory.
 """
 
 from __future__ import annotations
@@ -104,3 +107,21 @@ def test_a_recalled_memory_deleted_before_the_episode_is_written_fails_nothing(
     assert offered == {n.id for n in notes} - set(deleted)
     outcome = mem.finish_episode(namespace, got.episode_id, 1.0)
     assert {m.id for m in outcome.updated} == offered
+
+
+def test_an_open_episodes_memories_wait_for_its_credit(store: MemoryStore, namespace: str) -> None:
+    plain = GraphMemory(store, embedder=HashingEmbedder(DIM))
+    for i in range(3):
+        plain.add_note(namespace, f"the red key opens door {i}")
+    got = plain.retrieve(namespace, "red key door", kinds=("Note",), k1=3, k2=2, open_episode=True)
+    offered = {h.memory.id for h in got.hits}
+    assert got.episode_id is not None and len(offered) == 2
+    retention = RetentionConfig(max_memories=2, policy="fifo", on_evict="delete")
+    mem = GraphMemory(
+        store, embedder=HashingEmbedder(DIM), config=MemoryConfig(retention=retention)
+    )
+    mem.add_note(namespace, "a note no episode was offered")  # 4 notes, capacity 2
+    left = {m.id for m in store.iter_nodes(namespace, kinds=[MemoryKind.NOTE])}
+    assert left == offered  # the two not offered went, the oldest first or not
+    outcome = plain.finish_episode(namespace, got.episode_id, 1.0)
+    assert {m.id for m in outcome.updated} == offered  # credited: not a no-memory episode
