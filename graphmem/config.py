@@ -62,7 +62,9 @@ class RetrievalConfig(GraphmemModel):
     lam: float = Field(default=0.5, ge=0.0, le=1.0, description="Weight of utility Q (λ).")
     floor: float = Field(default=0.0, ge=-1.0, le=1.0, description="Similarity floor.")
     kinds: tuple[MemoryKind, ...] = Field(
-        default=(MemoryKind.PROCEDURE,), description="Kinds of memory to retrieve."
+        default=DEFAULT_KINDS,
+        description="Kinds of memory to retrieve: procedures, notes and tips by default, ranked "
+        "together for one hand-over of k2 (issue 52: each kind serves other tasks).",
     )
     utility_kinds: tuple[MemoryKind, ...] = Field(
         default=(MemoryKind.PROCEDURE, MemoryKind.TIP),
@@ -109,7 +111,7 @@ class RetrievalConfig(GraphmemModel):
         "shorter one after it may still be taken. None: k2 alone.",
     )
     choose_kinds: bool = Field(
-        default=False,
+        default=True,
         description="Utility chooses the kind per task cluster: the candidates of each kind "
         "in ``utility_kinds`` are judged together (their credited rewards pooled) against the "
         "baseline of the query's task cluster, and a kind expected to do worse than acting "

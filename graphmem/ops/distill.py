@@ -189,7 +189,7 @@ def learn(
     come from the offline rules (no model call per note): the facts are the model's or the
     distiller's, ``created_by`` says whose."""
     from graphmem.llm import fallbacks
-    from graphmem.ops.build import add_note, revise_note
+    from graphmem.ops.notes import add_note, revise_note
 
     out: list[Note] = []
     for item in items:

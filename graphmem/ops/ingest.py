@@ -163,7 +163,7 @@ def add_notes(
         mem.store.upsert(new)
         log.info("add_notes: %d new notes in ns=%s (%d given)", len(new), namespace, len(items))
 
-    from graphmem.ops.build import _consolidated, _relearned
+    from graphmem.ops.notes import _consolidated, _relearned
 
     for digest, note in list(existing.items()):
         existing[digest] = _relearned(mem, namespace, note)
@@ -241,7 +241,8 @@ def build_many(
     in the call is built once (the later positions report ``deduplicated``). With
     consolidation on, each new procedure is consolidated after the write.
     """
-    from graphmem.ops.build import _as_trajectory, _consolidated, _enum, build, trajectory_hash
+    from graphmem.ops.build import _as_trajectory, _enum, build, trajectory_hash
+    from graphmem.ops.notes import _consolidated
 
     items = _as_list(trajectories, "trajectories")
     trajs: list[Trajectory] = []
