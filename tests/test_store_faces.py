@@ -49,6 +49,20 @@ def test_the_two_faces_declare_the_same_primitives_with_the_same_parameters() ->
             assert inspect.iscoroutinefunction(method), name
 
 
+def test_the_async_face_declares_each_primitive_once_and_abstract() -> None:
+    """AsyncMemoryStore's primitives are MemoryStore's, as abstract async twins: a store that
+    leaves one out cannot be made."""
+    primitives = set(public(AsyncMemoryStore)) - {"get"}
+    assert AsyncMemoryStore.__abstractmethods__ == primitives
+    assert AsyncMemoryStore.upsert.__doc__ == MemoryStore.upsert.__doc__
+
+    class Partial(ThreadedStore):
+        upsert = AsyncMemoryStore.upsert  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match="abstract"):
+        Partial(EmbeddedStore.in_memory())  # type: ignore[abstract]
+
+
 @pytest.mark.parametrize(
     ("derived", "contract"), [(BlockingStore, MemoryStore), (ThreadedStore, AsyncMemoryStore)]
 )

@@ -13,12 +13,21 @@ Contract, for every primitive:
 
 from __future__ import annotations
 
+import inspect
 import json
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import IO, Any, Literal, Self, TypeAlias
+from typing import IO, Any, Concatenate, Literal, ParamSpec, Self, TypeAlias, TypeVar
 
 from pydantic import Field
 
@@ -49,6 +58,10 @@ from graphmem.models import (
 )
 
 Direction = Literal["out", "in", "both"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 MemoryId: TypeAlias = str
 """A memory's id: 1-128 characters of letters, digits and ``_ . : -`` (:func:`check_id`)."""
@@ -474,12 +487,48 @@ class MemoryStore(ABC):
                 raise ImportFormatError(line_no, f"edge points at unknown memory {memory_id!r}")
 
 
+def _async_twin(
+    method: Callable[Concatenate[MemoryStore, P], T],
+) -> Callable[Concatenate[AsyncMemoryStore, P], Coroutine[Any, Any, T]]:
+    """The abstract asynchronous twin of a :class:`MemoryStore` primitive: the same name,
+    parameters and docstring, awaited. Each primitive's signature is written once, there."""
+
+    async def twin(self: AsyncMemoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        raise NotImplementedError(method.__name__)
+
+    return _as_twin(twin, method)
+
+
+def _async_twin_iter(
+    method: Callable[Concatenate[MemoryStore, P], Iterator[T]],
+) -> Callable[Concatenate[AsyncMemoryStore, P], AsyncIterator[T]]:
+    """:func:`_async_twin` for a primitive that returns an iterator: an async iterator."""
+
+    def twin(self: AsyncMemoryStore, /, *args: P.args, **kwargs: P.kwargs) -> AsyncIterator[T]:
+        raise NotImplementedError(method.__name__)
+
+    return _as_twin(twin, method)
+
+
+def _as_twin(twin: F, method: Callable[..., Any]) -> F:
+    twin.__name__ = method.__name__
+    twin.__qualname__ = f"AsyncMemoryStore.{method.__name__}"
+    twin.__doc__ = method.__doc__
+    twin.__signature__ = inspect.signature(method)  # type: ignore[attr-defined]
+    twin.__isabstractmethod__ = True  # type: ignore[attr-defined]
+    return twin
+
+
 class AsyncMemoryStore(ABC):
     """The store contract for asyncio: :class:`MemoryStore`'s primitives, awaited.
 
-    Each method means what its :class:`MemoryStore` namesake means (see there); the blocking
-    face of an asynchronous store is derived from this one by
-    :class:`~graphmem.stores.faces.BlockingStore`, never written again by hand.
+    Each primitive is declared once, in :class:`MemoryStore`, and is here as its abstract
+    async twin: same name, parameters and meaning. ``dimension()`` is a method, and
+    ``iter_nodes`` / ``iter_edges`` return async iterators. A subclass implements every
+    primitive (Python refuses to make one that leaves any out; mypy checks each one's
+    signature). The blocking face of an asynchronous store is derived from this one by
+    :class:`~graphmem.stores.faces.BlockingStore`, and this face of a blocking store by
+    :class:`~graphmem.stores.faces.ThreadedStore`: neither is written again by hand.
     """
 
     async def __aenter__(self) -> Self:
@@ -492,73 +541,25 @@ class AsyncMemoryStore(ABC):
     async def dimension(self) -> int | None:
         """As :attr:`MemoryStore.dimension`, awaited."""
 
-    @abstractmethod
-    async def check_dimension(self, dimension: int) -> None: ...
-
-    @abstractmethod
-    async def embedder_record(self, namespace: str) -> EmbedderRecord | None: ...
-
-    @abstractmethod
-    async def record_embedder(
-        self, namespace: str, record: EmbedderRecord | None, *, replace: bool = False
-    ) -> EmbedderRecord | None: ...
-
-    @abstractmethod
-    async def set_embeddings(
-        self, namespace: str, vectors: Mapping[str, Sequence[float]]
-    ) -> None: ...
-
-    @abstractmethod
-    async def upsert(
-        self,
-        nodes: Sequence[AnyMemory] = (),
-        edges: Sequence[Edge] = (),
-        *,
-        keep_utility: bool = True,
-        expect_live: Sequence[AnyMemory] = (),
-    ) -> None: ...
-
-    @abstractmethod
-    async def patch(
-        self, namespace: str, memory_id: MemoryId, changes: dict[str, Any]
-    ) -> AnyMemory: ...
-
-    @abstractmethod
-    async def update_utility(
-        self,
-        namespace: str,
-        memory_ids: Sequence[MemoryId],
-        reward: float,
-        alpha: float,
-        *,
-        success: bool | None = None,
-    ) -> list[AnyMemory]: ...
-
-    @abstractmethod
-    async def finish_episode(
-        self,
-        namespace: str,
-        episode_id: MemoryId,
-        reward: float,
-        alpha: float,
-        *,
-        success: bool,
-        finished_at: datetime,
-        used: Sequence[MemoryId] | None = None,
-        credit: CreditPolicy = CreditPolicy.OFFERED,
-    ) -> EpisodeCredit:
-        """As :meth:`MemoryStore.finish_episode`: one atomic unit, idempotent by episode id."""
-
-    @abstractmethod
-    async def mark_used(
-        self, namespace: str, episode_id: MemoryId, memory_ids: Sequence[MemoryId]
-    ) -> list[str]: ...
-
-    @abstractmethod
-    async def delete(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[str]: ...
-
-    @abstractmethod
-    async def get_many(self, namespace: str, memory_ids: Sequence[MemoryId]) -> list[AnyMemory]: ...
+    check_dimension = _async_twin(MemoryStore.check_dimension)
+    embedder_record = _async_twin(MemoryStore.embedder_record)
+    record_embedder = _async_twin(MemoryStore.record_embedder)
+    set_embeddings = _async_twin(MemoryStore.set_embeddings)
+    upsert = _async_twin(MemoryStore.upsert)
+    patch = _async_twin(MemoryStore.patch)
+    update_utility = _async_twin(MemoryStore.update_utility)
+    finish_episode = _async_twin(MemoryStore.finish_episode)
+    mark_used = _async_twin(MemoryStore.mark_used)
+    delete = _async_twin(MemoryStore.delete)
+    get_many = _async_twin(MemoryStore.get_many)
+    edges = _async_twin(MemoryStore.edges)
+    superseded = _async_twin(MemoryStore.superseded)
+    recall = _async_twin(MemoryStore.recall)
+    recall_text = _async_twin(MemoryStore.recall_text)
+    find_by_hash = _async_twin(MemoryStore.find_by_hash)
+    iter_nodes = _async_twin_iter(MemoryStore.iter_nodes)
+    iter_edges = _async_twin_iter(MemoryStore.iter_edges)
+    namespaces = _async_twin(MemoryStore.namespaces)
 
     async def get(self, namespace: str, memory_id: MemoryId) -> AnyMemory:
         """One memory, or MemoryNotFound."""
@@ -569,60 +570,8 @@ class AsyncMemoryStore(ABC):
         return found[0]
 
     @abstractmethod
-    async def edges(
-        self,
-        namespace: str,
-        memory_id: MemoryId,
-        *,
-        kinds: Sequence[EdgeKind] | None = None,
-        direction: Direction = "out",
-    ) -> list[Edge]: ...
-
-    @abstractmethod
-    async def superseded(self, namespace: str, memory_ids: Sequence[MemoryId]) -> set[str]: ...
-
-    @abstractmethod
-    async def recall(
-        self,
-        namespace: str,
-        vector: Sequence[float],
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-        min_sim: float | None = None,
-    ) -> list[Recall]: ...
-
-    @abstractmethod
-    async def recall_text(
-        self,
-        namespace: str,
-        query: str,
-        k: int,
-        *,
-        kinds: Sequence[MemoryKind] | None = None,
-        include_obsolete: bool = False,
-    ) -> list[TextRecall]: ...
-
-    @abstractmethod
-    async def find_by_hash(
-        self, namespace: str, kind: MemoryKind, content_hash: str
-    ) -> AnyMemory | None: ...
-
-    @abstractmethod
-    def iter_nodes(
-        self, namespace: str | None = None, kinds: Sequence[MemoryKind] | None = None
-    ) -> AsyncIterator[AnyMemory]:
-        """As :meth:`MemoryStore.iter_nodes`, an async iterator."""
-
-    @abstractmethod
-    def iter_edges(self, namespace: str | None = None) -> AsyncIterator[Edge]: ...
-
-    @abstractmethod
-    async def namespaces(self, *prefixes: str) -> list[str]: ...
-
-    @abstractmethod
-    async def close(self) -> None: ...
+    async def close(self) -> None:
+        """As :meth:`MemoryStore.close`, awaited."""
 
 
 def _numbered(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
