@@ -1,7 +1,9 @@
 """The Neo4j store: the memory graph in Neo4j 5.26 or later (needs the ``neo4j`` extra).
 
-:class:`Neo4jStore` (blocking driver, ``store.py``) and :class:`AsyncNeo4jStore` (async driver,
-``async_store.py``) share their operations (``ops``); all Cypher is constants in ``cypher``.
+:class:`AsyncNeo4jStore` (async driver, ``async_store.py``) implements the contract's async
+face with the operations of ``ops``; :class:`Neo4jStore` (blocking driver, ``store.py``) is its
+blocking face, the same operations run on blocking sessions (``graphmem.stores.faces``). All
+Cypher is constants in ``cypher``.
 The stores load on first use, so ``cypher`` and the other driver-free modules import without the
 extra; without it, asking for a store names the extra to install.
 """
