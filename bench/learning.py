@@ -894,6 +894,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="only write learning_textworld.{md,json} from the per-run JSON files in --out",
     )
+    parser.add_argument(
+        "--render",
+        type=Path,
+        default=None,
+        help="with --stream mixed: only write a result's Markdown again from its JSON (today's "
+        "tables, intervals and pairs)",
+    )
     parser.add_argument("--llm", action="store_true", help="policy: the configured chat model")
     parser.add_argument("--quick", action="store_true", help="6 games, hashing: a smoke run")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
@@ -903,6 +910,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """Run what ``args`` ask for; returns the results and the files written."""
+    if args.stream == "mixed" and args.render is not None:
+        from bench.learning_mixed import render
+
+        return {"results": [], "files": render(args.render)}
     if args.stream == "mixed":
         from bench.learning_mixed import run as run_mixed
 

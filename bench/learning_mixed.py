@@ -949,6 +949,12 @@ def summary_row(run: Run, families: Sequence[str], block: int) -> dict[str, Any]
 
 COMPARISONS = (
     ("two-phase", "flat-topk"),
+    ("two-phase", "two-phase-nokinds"),
+    ("two-phase", "experiences-only"),
+    ("two-phase", "facts-only"),
+    ("two-phase-kinds", "two-phase"),
+    ("experiences-only", "none"),
+    ("facts-only", "none"),
     ("two-phase", "similarity"),
     ("two-phase", "plain"),
     ("two-phase", "none"),
@@ -1028,6 +1034,41 @@ def _pct(x: float) -> str:
     return "–" if x != x else f"{x:.0%}"
 
 
+def wilson(wins: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson interval of a success rate of ``wins`` in ``n``.
+
+    >>> [round(x, 3) for x in wilson(50, 100)]
+    [0.404, 0.596]
+    """
+    if n == 0:
+        return float("nan"), float("nan")
+    p = wins / n
+    mid = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((p * (1 - p) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return mid - half, mid + half
+
+
+def _rate_ci(games: Sequence[dict[str, Any]]) -> str:
+    """A success rate with its 95 % interval, in points: ``62 % [55, 68]``."""
+    n = len(games)
+    if not n:
+        return "–"
+    wins = sum(1 for g in games if g["success"])
+    lo, hi = wilson(wins, n)
+    return f"{wins / n:.0%} [{lo * 100:.0f}, {hi * 100:.0f}]"
+
+
+def render(path: Path) -> list[Path]:
+    """Write ``path``'s Markdown again (and its comparisons, with today's list of pairs) from the
+    episodes it holds: ``python -m bench.learning --render FILE.json``."""
+    import json
+
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs = {n: Run(n, games=[Game(**g) for g in games]) for n, games in data["episodes"].items()}
+    data["comparisons"] = comparisons(runs)
+    return write_results(path.parent, path.stem, data, markdown(data))
+
+
 def markdown(data: dict[str, Any]) -> str:
     setup, rows, cmp = data["setup"], data["results"], data["comparisons"]
     families = setup["families"]
@@ -1078,6 +1119,25 @@ def markdown(data: dict[str, Any]) -> str:
         for r in rows
     ]
     lines.append(markdown_table(head, table))
+    lines += [
+        "",
+        "Success with its 95 % interval (Wilson), overall and per family:",
+        "",
+    ]
+    per = data.get("episodes", {})
+    lines.append(
+        markdown_table(
+            ["condition", "all", *families],
+            [
+                [
+                    f"`{name}`",
+                    _rate_ci(games),
+                    *[_rate_ci([g for g in games if g["family"] == f]) for f in families],
+                ]
+                for name, games in per.items()
+            ],
+        )
+    )
     credit = [r for r in rows if r.get("credited_memories")]
     if credit:
         lines += [
