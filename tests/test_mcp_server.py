@@ -330,7 +330,7 @@ def test_save_notes_saves_a_list_in_order_or_nothing(
         mine = {"namespace": namespace}
         given = [
             {"content": "The kettle is on the stove."},
-            {"content": "The cat is fed at six.", "tags": ["cat"]},
+            {"content": "The cat is fed at six.", "tags": ["cat"], "valid_at": "2024-05-03"},
         ]
         saved = _ok(await client.call_tool("save_notes", {"notes": given, **mine}))
         assert [n["namespace"] for n in saved["notes"]] == [namespace, namespace]
@@ -341,6 +341,10 @@ def test_save_notes_saves_a_list_in_order_or_nothing(
             "save_notes", {"notes": [{"content": "A new fact."}, {"content": "  "}], **mine}
         )
         assert "notes[1]" in _error(bad)
+        late = await client.call_tool(
+            "save_notes", {"notes": [{"content": "x", "valid_at": "last tuesday"}], **mine}
+        )
+        assert "notes[0]" in _error(late) and "valid_at" in _error(late)
         found = _ok(await client.call_tool("search_memory", {"query": "a new fact", **mine}))
         assert len(found["hits"]) == 2  # the two saved before; nothing of the bad call
 

@@ -99,6 +99,11 @@ class NoteIn(BaseModel):
 
     content: str = Field(description="One fact or lesson, a sentence or two.")
     tags: list[str] | None = Field(default=None, description="Optional short labels.")
+    valid_at: str | None = Field(
+        default=None,
+        description="When it was said or observed, ISO 8601 (e.g. the conversation turn's "
+        "date); the time of saving when left out.",
+    )
 
 
 class SavedNotes(BaseModel):
