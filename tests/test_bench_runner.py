@@ -73,6 +73,10 @@ SMOKE: dict[str, Smoke] = {
         "--sizes 200 --stores embedded --queries 5 --warmup 1 --quiet --out {out}",
         writes=("speed_hybrid_results.md", "speed_hybrid_results.json"),
     ),
+    "updates": Smoke(
+        "--embedder hashing --seeds 0 --people 4 --days 6 --no-longmemeval --out {out}",
+        writes=("updates.md", "updates.json"),
+    ),
 }
 """The benchmarks whose smoke run is here."""
 
