@@ -111,9 +111,10 @@ class RetrievalConfig(GraphmemModel):
         "shorter one after it may still be taken. None: k2 alone.",
     )
     choose_kinds: bool = Field(
-        default=True,
+        default=False,
         description="Utility chooses the kind per task cluster: the candidates of each kind "
-        "in ``utility_kinds`` are judged together (their credited rewards pooled) against the "
+        "in ``utility_kinds`` are judged together (the credited rewards of its k2 best pooled) "
+        "against the "
         "baseline of the query's task cluster, and a kind expected to do worse than acting "
         "without memory is withheld as a whole; the places go to the other kinds (nothing is "
         "handed over where no kind beats the baseline). Shares abstention's probes, margin, z "

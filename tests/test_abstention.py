@@ -26,7 +26,11 @@ PROCS = {
     "good": ["open fridge", "take carrot", "slice carrot", "cook carrot with stove", "eat meal"],
     "bad": ["open fridge", "take apple", "roast apple with oven", "eat meal"],
 }
-CFG = RetrievalConfig(k1=5, k2=5, kinds=(MemoryKind.PROCEDURE,), floor=-1.0, abstain=True)
+CFG = RetrievalConfig(
+    k1=5, k2=5, kinds=(MemoryKind.PROCEDURE,), floor=-1.0, abstain=True, choose_kinds=False
+)
+"""Per-memory abstention alone: the kind choice (on by default, tests/test_choose_kinds.py)
+judges kinds as a whole and is off here."""
 
 
 def _memory(store: MemoryStore, *, abstain: bool = True) -> GraphMemory:
@@ -106,8 +110,9 @@ def test_a_memory_expected_below_the_baseline_is_withheld(
 
 
 def test_off_by_default_nothing_is_withheld(store: MemoryStore, namespace: str) -> None:
-    """The library default hands the bad memory over, and finishing an episode that credits
-    nothing writes nothing beyond the credit; reported baselines are kept all the same."""
+    """With abstention off (the default; the kind choice off too) the bad memory is handed over,
+    and finishing an episode that credits nothing writes nothing beyond the credit; reported
+    baselines are kept all the same."""
     assert RetrievalConfig().abstain is False and MemoryConfig().retrieval.abstain is False
     mem = _memory(store, abstain=False)
     ids = _build(mem, namespace)

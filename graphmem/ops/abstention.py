@@ -174,24 +174,32 @@ def expectations(
 
 
 def kind_expectations(
-    mem: MemoryContext, candidates: Sequence[AnyMemory], *, source: bool
+    mem: MemoryContext, candidates: Sequence[AnyMemory], *, source: bool, top: int
 ) -> list[Expectation]:
     """Each candidate's kind judged as a whole (``RetrievalConfig.choose_kinds``): the
-    credited rewards of every candidate of that kind pooled (the candidates are the query's
-    neighbours, so this is what that kind of memory earned on tasks like this one), shrunk
-    towards Q0 with the weight of one use. Every candidate of a kind gets its kind's value.
+    credited rewards of the kind's first ``top`` candidates (best ranked first: what the kind
+    would hand over) pooled — the candidates are the query's neighbours, so this is what that
+    kind of memory earned on tasks like this one — shrunk towards Q0 with the weight of one use.
+    Every candidate of a kind gets its kind's value. The kind's lower-ranked candidates do not
+    count: a kind whose best memories win is not withheld for the losers ranked below them.
 
     >>> from types import SimpleNamespace as S
     >>> from graphmem.config import MemoryConfig
     >>> ctx = S(config=MemoryConfig())
     >>> won = S(kind="Note", q=0.55, q_updates=1, reward=0.0)
     >>> lost = S(kind="Procedure", q=0.45, q_updates=1, reward=0.0)
-    >>> [round(e.value, 3) for e in kind_expectations(ctx, [won, lost, won], source=False)]
+    >>> [round(e.value, 3) for e in kind_expectations(ctx, [won, lost, won], source=False, top=5)]
     [0.833, 0.25, 0.833]
+    >>> [round(e.value, 3) for e in kind_expectations(ctx, [won, lost], source=False, top=1)]
+    [0.75, 0.25]
     """
     c = mem.config
     pooled: dict[str, tuple[float, float]] = {}
+    taken: dict[str, int] = {}
     for m in candidates:
+        if taken.get(str(m.kind), 0) >= top:
+            continue
+        taken[str(m.kind)] = taken.get(str(m.kind), 0) + 1
         mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
         total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
         if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
@@ -229,6 +237,8 @@ def withhold(
     hits: Sequence[Hit],
     base: Baseline,
     cfg: RetrievalConfig,
+    *,
+    teaches: bool = True,
 ) -> tuple[list[Hit], list[Hit]]:
     """Split ranked ``hits`` into those handed over (ranks renumbered) and those withheld
     (``withheld`` set to the reason), each with its ``expected`` set; the hits are changed in
@@ -238,7 +248,9 @@ def withhold(
     an agent that never reports outcomes gets plain two-phase retrieval). Once the candidates
     hold ``cfg.probe_after`` credited uses (memory is being learned here) but the cluster fewer
     than ``cfg.baseline_probes`` no-memory episodes, every valued hit is withheld: the episode
-    is a probe that teaches the baseline. Otherwise a hit is withheld when its
+    is a probe that teaches the baseline — only where it can (``teaches``: the retrieval is
+    part of an episode, whose finish counts; a look outside one never probes). Otherwise a hit
+    is withheld when its
     expectation plus ``cfg.abstain_z`` standard errors (its own and the baseline's) stays
     below the baseline by more than ``cfg.abstain_margin``.
     """
@@ -251,12 +263,12 @@ def withhold(
     if cfg.abstain:
         exp = expectations(mem, memories, source=source, prior_weight=cfg.abstain_prior)
     else:  # choose_kinds alone: each kind judged as a whole
-        exp = kind_expectations(mem, memories, source=source)
+        exp = kind_expectations(mem, memories, source=source, top=cfg.k2)
     # Memory is being learned here once the candidates hold enough credited uses; then a
     # cluster with too few no-memory episodes is probed. Without a no-memory episode nothing
     # is judged: there is nothing to compare with.
     credited = sum(hits[i].memory.q_updates for i in valued)
-    probing = credited >= cfg.probe_after and base.episodes < cfg.baseline_probes
+    probing = teaches and credited >= cfg.probe_after and base.episodes < cfg.baseline_probes
     judged = base.episodes > 0
     base_se = spread(mem, base.value) / math.sqrt(base.episodes + 1)
     reasons: dict[int, str] = {}
@@ -277,7 +289,7 @@ def withhold(
                 f"{base.value:.3f} ({base.episodes} no-memory episodes)"
             )
     if cfg.choose_kinds and judged and not probing:
-        by_kind = kind_expectations(mem, memories, source=source)
+        by_kind = kind_expectations(mem, memories, source=source, top=cfg.k2)
         for i, e in zip(valued, by_kind, strict=True):
             if i not in reasons and _below(mem, e, base, base_se, cfg):
                 reasons[i] = (

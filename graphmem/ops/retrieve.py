@@ -390,7 +390,10 @@ def retrieve(
     base: Baseline | None = None
     if judge:
         base = baseline(mem, cluster)
-        hits, withheld = withhold(mem, hits, base, cfg)
+        # A probe hands nothing over so that the episode's finish teaches the baseline: only a
+        # retrieval that is part of an episode can teach it.
+        teaches = open_episode or episode_id is not None
+        hits, withheld = withhold(mem, hits, base, cfg, teaches=teaches)
     if cfg.max_tokens is not None:
         hits, over = within_tokens(hits, mem.store, namespace, cfg.max_tokens, cfg.k2)
         withheld += over
