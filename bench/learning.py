@@ -310,12 +310,16 @@ def token_counter(enabled: bool) -> Iterator[Callable[[], int]]:
 def open_memory(
     store_dir: Path | None, embedder: Any, condition: Condition, llm: Any = None
 ) -> Any:
-    """A fresh GraphMemory on the embedded store (in ``store_dir``, or in memory)."""
+    """A fresh GraphMemory on the embedded store (in ``store_dir``, or in memory). Its notes come
+    from the condition's own learn hook (``learn_facts_by_subject``), as this bench always
+    measured them, so the library's distillation (issue 52) is off here: a procedures-only
+    condition keeps no notes, and a notes condition no rule-made ones beside its facts."""
+    from graphmem.config import DistillConfig
     from graphmem.memory import GraphMemory
     from graphmem.stores.embedded import EmbeddedStore
 
     store = EmbeddedStore.open(store_dir) if store_dir else EmbeddedStore.in_memory()
-    config = MemoryConfig(granularity=condition.granularity)
+    config = MemoryConfig(granularity=condition.granularity, distill=DistillConfig(enabled=False))
     return GraphMemory(store, embedder=embedder, llm=llm, config=config)
 
 

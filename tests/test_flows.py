@@ -33,7 +33,7 @@ from graphmem.flows import (
 from graphmem.flows.state import HitRecord, ServedContext
 from graphmem.integrations.langchain_tools import MemoryToolkit
 from graphmem.memory import GraphMemory
-from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Procedure
+from graphmem.models import EdgeKind, Episode, EpisodeStatus, MemoryKind, Note, Procedure
 from graphmem.stores.base import MemoryStore
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,14 +273,19 @@ def test_agent_flow_learns_across_tasks(mem: GraphMemory, namespace: str) -> Non
     assert first["success"] and [s["action"] for s in first["steps"]] == ["open box 3", "take key"]
     assert first["hits"] == [] and first["q_updates"] == {}
     (proc_id,) = [i for i in first["new_memory_ids"] if mem.get(namespace, i).kind == "Procedure"]
+    # The step that earned reward is distilled into a note beside the procedure (issue 52).
+    (note_id,) = [i for i in first["new_memory_ids"] if mem.get(namespace, i).kind == "Note"]
+    note = mem.get(namespace, note_id)
+    assert isinstance(note, Note) and note.content == "Facts about key:\ntake key: earned reward"
     assert [e["memory_id"] for e in first["evolution"]] == first["new_memory_ids"]
 
     novice = AgentContext(namespace=namespace, memory=mem, env=game, policy=ReplayPolicy())
     second = run_task(graph, 1, novice)
-    assert [h["memory_id"] for h in second["hits"]] == [proc_id]
-    assert second["hints"] == ["open box 3; take key"]
+    # Both kinds in one hand-over: the procedure and what the first task taught.
+    assert [h["memory_id"] for h in second["hits"]] == [proc_id, note_id]
+    assert second["hints"][0] == "open box 3; take key"
     assert second["success"] and len(second["steps"]) == 2
-    assert second["q_updates"] == {proc_id: pytest.approx(0.55)}
+    assert second["q_updates"][proc_id] == pytest.approx(0.55)
     episode = mem.get(namespace, second["episode_id"])
     assert isinstance(episode, Episode) and episode.status == EpisodeStatus.FINISHED
     assert episode.reward == 1.0

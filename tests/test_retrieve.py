@@ -327,7 +327,10 @@ def test_kinds_override_and_default_config(namespace: str, store: MemoryStore) -
     p = proc(namespace, "p", at_sim(0.5, 2))
     store.upsert([note, p])
     mem = memory_with(store)
-    assert [h.memory.id for h in mem.retrieve(namespace, QUERY).hits] == [p.id]
+    # By default procedures, notes and tips are ranked together (one hand-over, issue 52).
+    assert [h.memory.id for h in mem.retrieve(namespace, QUERY).hits] == [note.id, p.id]
+    only = mem.retrieve(namespace, QUERY, kinds=("Procedure",))
+    assert [h.memory.id for h in only.hits] == [p.id]
     assert [h.memory.id for h in mem.retrieve(namespace, QUERY, kinds=("Note",)).hits] == [note.id]
     both = mem.retrieve(namespace, QUERY, kinds=("Note", "Procedure"), lam=0)
     assert [h.memory.id for h in both.hits] == [note.id, p.id]

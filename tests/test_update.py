@@ -218,9 +218,13 @@ def test_failed_episode_leads_to_a_preferred_correction_that_then_supersedes(
     # Same key, same similarity: two-phase retrieval (λ = 0.5) prefers the correction by Q.
     # (Abstention off: with it on, the retrieval after a credited failure is a probe that hands
     # nothing over while the task's no-memory baseline is learned; tests/test_abstention.py.)
-    retrieval = mem.retrieve(namespace, LAMP, lam=0.5, k2=1, open_episode=True, abstain=False)
+    retrieval = mem.retrieve(
+        namespace, LAMP, lam=0.5, k2=1, open_episode=True, abstain=False, kinds=("Procedure",)
+    )
     assert [h.memory.id for h in retrieval.hits] == [fix.procedure.id]
-    similarity_only = mem.retrieve(namespace, LAMP, lam=0.0, k2=2, abstain=False)
+    similarity_only = mem.retrieve(
+        namespace, LAMP, lam=0.0, k2=2, abstain=False, kinds=("Procedure",)
+    )
     assert {h.memory.id for h in similarity_only.hits} == {fix.procedure.id, failing.procedure.id}
 
     # The correction works: reward it; the successful update makes it SUPERSEDE the original.
@@ -336,7 +340,8 @@ def test_low_q_memories_are_demoted_not_deleted(store: MemoryStore, namespace: s
     other = mem.build(namespace, traj(LAMP, ["switch on lamp"], True), key_mode="keywords")
     demoted: list[str] = []
     for _ in range(3):  # q: 0.45, 0.405, 0.3645 — demoted after the third use
-        episode = failed_episode(mem, namespace, LAMP, k2=1)
+        # By vector alone (hybrid recall's keywords rank the keyword-keyed one first).
+        episode = failed_episode(mem, namespace, LAMP, k2=1, hybrid=False)
         out = mem.update(namespace, FAILED_LAMP, strategy="validation", episode_id=episode)
         demoted += out.demoted_ids
     assert demoted == [proc_id]
