@@ -318,7 +318,8 @@ def test_cli_refuses_a_bad_namespace_in_one_line(tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert (
-        out.stderr.startswith("graphmem: error: invalid namespace") and out.stderr.count("\n") == 1
+        out.stderr.startswith("graphmem: error: --namespace: invalid namespace")
+        and out.stderr.count("\n") == 1
     )
 
 
