@@ -111,7 +111,7 @@ class RetrievalConfig(GraphmemModel):
         "shorter one after it may still be taken. None: k2 alone.",
     )
     choose_kinds: bool = Field(
-        default=False,
+        default=True,
         description="Utility chooses the kind per task cluster: the candidates of each kind "
         "in ``utility_kinds`` are judged together (the credited rewards of its k2 best pooled) "
         "against the "
