@@ -32,10 +32,11 @@ TUNING = SeedRange("dev", 0, "tuning: agent rules, retrieval parameters, design 
 
 TRAIN = SeedRange("train", 0, "tuning on the train fold (e.g. procedure retrieval parameters)")
 
-HELDOUT = SeedRange("test", 90_000, "the next learning report: fresh, not yet played")
-"""TextWorldExpress held-out stream: test fold, seeds from 90,000 up, never played. Once a
+HELDOUT = SeedRange("test", 100_000, "the next learning report: fresh, not yet played")
+"""TextWorldExpress held-out stream: test fold, seeds from 100,000 up, never played. Once a
 result from it changes a default it joins :data:`SPENT` and the next report takes a new range
-(70,000 up was issue 45's report at K = 1 and 3; 80,000 up is retention's)."""
+(70,000 up was issue 45's report at K = 1 and 3; 80,000 up is retention's; 90,000 up was
+issue 52's report at K = 5, which set choose_kinds on)."""
 
 RETENTION_HELDOUT = SeedRange("test", 80_000, "the next retention report: fresh, not yet played")
 """Held out for ``bench.retention`` (its own range, so its decision spends no other)."""
@@ -80,6 +81,13 @@ SPENT: tuple[Spent, ...] = (
         80_000,
         "issue 45's report at K = 1 and K = 3 (200 games): no default changed, but it has been "
         "played and read, so it is not held out again",
+    ),
+    Spent(
+        "test",
+        90_000,
+        100_000,
+        "issue 52: both kinds at K = 5 (800 games); utility choosing the kind per cluster "
+        "(choose_kinds) was set on by default from it",
     ),
 )
 """Every test-fold range that informed a decision (TextWorldExpress). A held-out range must not
