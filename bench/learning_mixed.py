@@ -1088,6 +1088,7 @@ def markdown(data: dict[str, Any]) -> str:
         "- explorers: twc and cookingworld read memory's facts; coin and mapreader use the "
         "generic novelty explorer, which reads none (their games only add items to memory)",
         f"- wall time: {setup['seconds']:.0f} s",
+        *([f"- note: {setup['note']}"] if setup.get("note") else []),
         "",
         "## Success",
         "",
