@@ -282,8 +282,8 @@ def test_agent_flow_learns_across_tasks(mem: GraphMemory, namespace: str) -> Non
     novice = AgentContext(namespace=namespace, memory=mem, env=game, policy=ReplayPolicy())
     second = run_task(graph, 1, novice)
     # Both kinds in one hand-over: the procedure and what the first task taught.
-    assert [h["memory_id"] for h in second["hits"]] == [proc_id, note_id]
-    assert second["hints"][0] == "open box 3; take key"
+    assert sorted(h["memory_id"] for h in second["hits"]) == sorted([proc_id, note_id])
+    assert "open box 3; take key" in second["hints"]
     assert second["success"] and len(second["steps"]) == 2
     assert second["q_updates"][proc_id] == pytest.approx(0.55)
     episode = mem.get(namespace, second["episode_id"])
