@@ -137,10 +137,11 @@ CONDITIONS: dict[str, Condition] = {
         ),
         Condition(
             "two-phase-noabstain",
-            "graphmem λ=0.5, its defaults but abstention off (graph on)",
+            "graphmem λ=0.5, its defaults but abstention and the kind choice off (graph on)",
             "graphmem",
             0.5,
             abstain=False,
+            choose_kinds=False,
         ),
         Condition(
             "two-phase-abstain",

@@ -26,7 +26,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from graphmem.config import MemoryConfig
+from graphmem.config import MemoryConfig, RetrievalConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import EpisodeFinished, GraphmemError, InvalidInput
 from graphmem.memory import GraphMemory
@@ -61,7 +61,11 @@ class CreditMachine(RuleBasedStateMachine):
         super().__init__()
         self.ns = f"{self.prefix}-{next(self.counter)}"
         self.mem = GraphMemory(
-            self.store, embedder=HashingEmbedder(DIM), config=MemoryConfig(alpha=0.2, q0=Q0)
+            self.store,
+            embedder=HashingEmbedder(DIM),
+            # Memories' Q alone: with the kind choice on, an episode that credits nothing also
+            # counts on its Task as the no-memory baseline (tests/test_choose_kinds.py).
+            config=MemoryConfig(alpha=0.2, q0=Q0, retrieval=RetrievalConfig(choose_kinds=False)),
         )
         self.q: dict[str, float] = {}
         self.uses: dict[str, int] = {}
