@@ -187,8 +187,8 @@ class RetrievalConfig(GraphmemModel):
         description="Phase A recalls by keywords too: the k1 vector candidates and the text_k "
         "best by BM25 (the stores' full-text index) are fused (``fusion``) and the fused best "
         "k1 go to phase B, which then ranks by the fused score where it would by similarity "
-        "(docs/design/retrieval.md, Hybrid recall). On by default; off when ``expand`` is on and hybrid "
-        "was not asked for (asking for both is refused).",
+        "(docs/design/retrieval.md, Hybrid recall). On by default; off when ``expand`` is on "
+        "and hybrid was not asked for (asking for both is refused).",
     )
     text_k: int | None = Field(
         default=None,

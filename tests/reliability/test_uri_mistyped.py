@@ -97,5 +97,7 @@ def test_a_failure_of_a_program_given_a_mistyped_endpoint_never_shows_it(url: st
 def test_a_bare_host_and_port_is_shown_to_say_what_to_add() -> None:
     with pytest.raises(ConfigError, match=re.escape("'127.0.0.1:7687': the scheme must be one of")):
         Settings.from_env({"GRAPHMEM_NEO4J_URI": "127.0.0.1:7687"})
-    with pytest.raises(ConfigError, match=re.escape("'127.0.0.1:8080': it must start with http://")):
+    with pytest.raises(
+        ConfigError, match=re.escape("'127.0.0.1:8080': it must start with http://")
+    ):
         Settings.from_env({"GRAPHMEM_LLM_BASE_URL": "127.0.0.1:8080"})
