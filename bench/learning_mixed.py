@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from bench.common import (
     machine_info,
@@ -556,15 +556,15 @@ def _facts_apart(offers: Sequence[Offer]) -> list[Offer]:
     return [Offer(f"f{o.id}", o.facts) for o in offers]
 
 
-class PlainBoth(NoMemory):
-    """Every fact item and every past game, all handed over at the start."""
+_Facts = TypeVar("_Facts", PlainMemory, FlatTopK)
+_Games = TypeVar("_Games", PlainExperiences, FlatExperiences)
 
-    def __init__(self) -> None:
-        self.facts = PlainMemory()
-        self.games = PlainExperiences()
 
-    def start(self, task: str) -> list[Offer]:
-        return [*_facts_apart(self.facts.start(task)), *self.games.start(task)]
+class _BothKinds(NoMemory, Generic[_Facts, _Games]):
+    """A fact list beside a list of past games: each learns what it keeps."""
+
+    facts: _Facts
+    games: _Games
 
     def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
         self.facts.learn(family, task, facts)
@@ -576,7 +576,18 @@ class PlainBoth(NoMemory):
         return self.facts.size() + self.games.size()
 
 
-class FlatBoth(NoMemory):
+class PlainBoth(_BothKinds[PlainMemory, PlainExperiences]):
+    """Every fact item and every past game, all handed over at the start."""
+
+    def __init__(self) -> None:
+        self.facts = PlainMemory()
+        self.games = PlainExperiences()
+
+    def start(self, task: str) -> list[Offer]:
+        return [*_facts_apart(self.facts.start(task)), *self.games.start(task)]
+
+
+class FlatBoth(_BothKinds[FlatTopK, FlatExperiences]):
     """Facts and past games in two flat vector lists; the start takes the K best of both."""
 
     def __init__(self, embedder: Any, k: int) -> None:
@@ -602,15 +613,6 @@ class FlatBoth(NoMemory):
 
     def recall(self, question: str) -> list[Offer]:
         return _facts_apart(self.facts.recall(question))
-
-    def learn(self, family: str, task: str, facts: Sequence[str]) -> None:
-        self.facts.learn(family, task, facts)
-
-    def learn_experience(self, key: str, steps: Sequence[tuple[str, str]], success: bool) -> None:
-        self.games.learn_experience(key, steps, success)
-
-    def size(self) -> int:
-        return self.facts.size() + self.games.size()
 
 
 class GraphmemBoth(GraphmemMemory):

@@ -223,3 +223,26 @@ def test_mixed_smoke_plays_the_same_episodes_in_every_condition(tmp_path: Path) 
     assert saved["setup"]["heldout"] is False and saved["setup"]["fold"] == "dev"
     markdown = (tmp_path / f"{stem}.md").read_text(encoding="utf-8")
     assert "## Paired comparisons" in markdown and "two-phase vs flat-topk" in markdown
+
+
+def test_both_kinds_reach_the_agent_in_one_handover() -> None:
+    """--items both: a game is kept as a procedure and as notes by subject (the games'
+    distiller); the next similar game is handed both kinds, at most K in all, and questions
+    during it recall the notes."""
+    from graphmem.embedding import HashingEmbedder
+
+    memory = mixed.make_memory(mixed.CONDITIONS["two-phase"], HashingEmbedder(), 3, items="both")
+    key = mixed.experience_key("Tidy up the house.", "You are in the kitchen.")
+    steps = [
+        ("open fridge", "You open the fridge.", 0.0),
+        ("put red apple in fridge", "Your score has just gone up by one point.", 1.0),
+    ]
+    memory.start(key)
+    memory.finish(key, [], True)
+    memory.learn_game(key, steps, True)  # type: ignore[attr-defined]
+    offers = memory.start(key)
+    assert 0 < len(offers) <= 3
+    assert any(o.plan is not None for o in offers), "the past game, as a plan"
+    assert any("red apple belongs in fridge" in o.facts for o in offers), "the fact it taught"
+    found = memory.recall("where does the red apple belong")
+    assert any("red apple belongs in fridge" in o.facts for o in found)
