@@ -131,6 +131,14 @@ def test_a_bad_distiller_changes_nothing(
         mem.build(namespace, game("tidy up", [("put mug in sink", 1.0)]))
     assert sum(mem.store.counts(namespace).values()) == 0
 
+    def broken(traj: Trajectory) -> Iterable[Knowledge]:
+        yield Knowledge(subject="mug", facts=["mug belongs in \ud800 sink"])
+
+    mem.distiller = broken
+    with pytest.raises(InvalidInput, match="not valid Unicode"):
+        mem.build(namespace, game("tidy up", [("put mug in sink", 1.0)]))
+    assert sum(mem.store.counts(namespace).values()) == 0
+
 
 def test_distillation_can_be_turned_off(
     store: MemoryStore, embedder: HashingEmbedder, namespace: str

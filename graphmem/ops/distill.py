@@ -50,6 +50,7 @@ from graphmem.models import (
     Namespace,
     Note,
     Trajectory,
+    check_unicode,
 )
 from graphmem.ops.obsolescence import SUBJECT_TAG
 
@@ -89,11 +90,14 @@ class Knowledge(GraphmemModel):
             raise InvalidInput("a knowledge item needs a non-empty subject")
         if len(v) > 200:
             raise InvalidInput(f"a knowledge subject is at most 200 characters, got {len(v)}")
+        check_unicode(v, "a knowledge subject")
         return v
 
     @field_validator("facts", "retracts")
     @classmethod
     def _lines(cls, v: list[str]) -> list[str]:
+        for fact in v:  # refused here, before build writes anything, not when the note is
+            check_unicode(fact, "a knowledge fact")
         return list(dict.fromkeys(" ".join(f.split()) for f in v if f and f.strip()))
 
 
