@@ -118,7 +118,8 @@ class RetrievalConfig(GraphmemModel):
         "baseline of the query's task cluster, and a kind expected to do worse than acting "
         "without memory is withheld as a whole; the places go to the other kinds (nothing is "
         "handed over where no kind beats the baseline). Shares abstention's probes, margin, z "
-        "and cluster settings (docs/design, Abstention).",
+        "and cluster settings; with ``abstain`` on, each memory is judged instead (docs/design, "
+        "Two kinds of memory, one budget).",
     )
     abstain_z: float = Field(
         default=0.0,

@@ -59,11 +59,16 @@ from showcase.envs.textworld import TextWorldEnv
 
 log = logging.getLogger(__name__)
 
-TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NOTE,))
+TEXTWORLD_RETRIEVAL = RetrievalConfig(k1=20, k2=8, lam=0.5, kinds=(MemoryKind.NOTE,), hybrid=False)
 """Recall 20 fact notes, keep 8 by (1-λ)·ẑ(sim) + λ·ẑ(Q): games of one kind read alike, so the
-utility Q learned from outcomes decides which notes are handed to the explorer."""
+utility Q learned from outcomes decides which notes are handed to the explorer. The showcase's
+three retrievals recall by vector alone (``hybrid=False``), as they were tuned: keyword scores
+differ between Lucene and the embedded index, and with them the demo played on Neo4j learned
+other memories than on the embedded store (tests/test_viz_browser.py compares the pictures)."""
 
-PROCEDURE_RETRIEVAL = RetrievalConfig(k1=100, k2=60, lam=0.5, kinds=(MemoryKind.PROCEDURE,))
+PROCEDURE_RETRIEVAL = RetrievalConfig(
+    k1=100, k2=60, lam=0.5, kinds=(MemoryKind.PROCEDURE,), hybrid=False
+)
 """Procedures the explorer may act on: recall 100, keep the 60 best by two-phase score. The
 successful ones among them are followed step by step, best first (the follower adapts up to
 three; :mod:`showcase.envs.procedures`); every one offered hands over the steps that
@@ -74,7 +79,7 @@ with k1=100, k2=60. Only the procedures it takes steps from join the Episode, so
 per procedure followed."""
 
 DEFAULT_BUDGET = {"cookingworld": 40, "twc": 45, "coin": 40}
-RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,))
+RECALL_RETRIEVAL = RetrievalConfig(k1=10, k2=3, lam=0.5, kinds=(MemoryKind.NOTE,), hybrid=False)
 """Questions asked during a game ("where does the gray coat belong?") recall 10 fact notes and
 keep the 3 best by two-phase score."""
 

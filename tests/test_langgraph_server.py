@@ -352,6 +352,7 @@ def test_every_graphmem_error_reaches_the_client_with_its_message() -> None:
         "MemoryNotFound": ("m-1", "ns"),
         "ImportFormatError": (3, "not JSON"),
         "EpisodeFinished": ("e-1", "ns", 1.0, 0.0),
+        "LogGap": ("log rows 4 and 6 do not follow one another", b"", 4, "gap"),
     }
     for cls in classes:
         error = cls(*built.get(cls.__name__, ("why it failed",)))

@@ -7,8 +7,9 @@ Why and how, in full: docs/design.md, "Module notes", ``graphmem.integrations.mc
 >>> from graphmem.stores.embedded import EmbeddedStore
 >>> import asyncio
 >>> server = build_server(GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder()))
->>> sorted(t.name for t in asyncio.run(server.list_tools()))
-['build_from_trajectory', 'memory_history', 'report_outcome', 'save_note', 'search_memory']
+>>> sorted(t.name for t in asyncio.run(server.list_tools()))  # doctest: +NORMALIZE_WHITESPACE
+['build_from_trajectory', 'memory_history', 'report_outcome', 'save_note', 'save_notes',
+ 'search_memory']
 """
 
 from __future__ import annotations

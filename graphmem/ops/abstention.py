@@ -288,7 +288,8 @@ def withhold(
                 f"expected {e.value:.3f} (evidence {e.evidence:.1f}) is below the baseline "
                 f"{base.value:.3f} ({base.episodes} no-memory episodes)"
             )
-    if cfg.choose_kinds and judged and not probing:
+    # Per-memory abstention, when on, is the finer judgement: it replaces the kind's.
+    if cfg.choose_kinds and not cfg.abstain and judged and not probing:
         by_kind = kind_expectations(mem, memories, source=source, top=cfg.k2)
         for i, e in zip(valued, by_kind, strict=True):
             if i not in reasons and _below(mem, e, base, base_se, cfg):

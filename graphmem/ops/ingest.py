@@ -15,9 +15,9 @@ would be: the same note (or build result) is returned at each position.
 >>> from graphmem import GraphMemory, HashingEmbedder
 >>> from graphmem.stores.embedded import EmbeddedStore
 >>> mem = GraphMemory(EmbeddedStore.in_memory(), embedder=HashingEmbedder(64))
->>> notes = add_notes(mem, "demo", ["Tea: 80 degrees.", {"content": "Coffee: 92 degrees."}])
+>>> notes, written = add_notes(mem, "demo", ["Tea: 80 °C.", {"content": "Coffee: 92 °C."}])
 >>> [n.content for n in notes]
-['Tea: 80 degrees.', 'Coffee: 92 degrees.']
+['Tea: 80 °C.', 'Coffee: 92 °C.']
 """
 
 from __future__ import annotations

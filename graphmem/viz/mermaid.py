@@ -216,7 +216,8 @@ def _task_rows(sub: Subgraph) -> str:
     # Keep the rows in reading order, top to bottom, whatever the other edges say; the chain
     # hangs from its procedure.
     for upper, lower in itertools.pairwise(blocks):
-        if upper.startswith("row") and upper not in chain_rows:
+        grid_row = {b for b in (upper, lower) if b.startswith("row") and b not in chain_rows}
+        if grid_row:  # a grid row below a lone procedure too: else dagre sets them side by side
             lines.append(f"  {upper} ~~~ {lower}")
             links.append("")
     if left_out:
