@@ -54,7 +54,13 @@ from graphmem.ops.obsolescence import SUBJECT_TAG
 from showcase.envs.agents import ChatPolicy as ChatPolicy
 from showcase.envs.agents import choose_action as choose_action
 from showcase.envs.agents import make_explorer
-from showcase.envs.hints import extract_facts, fact_subject, game_knowledge, scope_tag
+from showcase.envs.hints import (
+    extract_facts,
+    fact_subject,
+    game_knowledge,
+    negation,
+    scope_tag,
+)
 from showcase.envs.textworld import TextWorldEnv
 
 log = logging.getLogger(__name__)
@@ -161,7 +167,7 @@ def learn_subject_facts(
         header = f"{FACTS_ABOUT} {subject}:"
         older = _subject_notes(memory, namespace, header)
         known = {f for note in older for f in fact_lines(note) or []}
-        merged = sorted({*taught, *(f for f in known if _negation(f) not in taught)})
+        merged = sorted({*taught, *(f for f in known if negation(f) not in taught)})
         content = "\n".join([header, *merged])
         if not older:
             tags = [FACTS_TAG, scope_tag(merged), SUBJECT_TAG + subject]
@@ -203,13 +209,6 @@ def _subject_notes(memory: GraphMemory, namespace: str, header: str) -> list[Not
         if isinstance(m, Note) and not m.obsolete and m.content.split("\n", 1)[0] == header
     ]
     return sorted(notes, key=lambda n: (-n.version, -n.uses, n.created_at, n.id))
-
-
-def _negation(fact: str) -> str:
-    """The fact that contradicts ``fact`` ("x belongs in y" ↔ "x does not belong in y")."""
-    if " does not belong in " in fact:
-        return fact.replace(" does not belong in ", " belongs in ", 1)
-    return fact.replace(" belongs in ", " does not belong in ", 1)
 
 
 # ---- an LLM policy ---------------------------------------------------------------------------

@@ -154,13 +154,7 @@ def expectations(
     [0.75, 1.0]
     """
     c = mem.config
-    own: list[tuple[float, float]] = []  # (sum of rewards, count)
-    for m in candidates:
-        mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
-        total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
-        if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
-            total, n = total + m.reward, n + 1.0
-        own.append((total, n))
+    own = [_credited(mem, m, source=source) for m in candidates]
     pooled_t, pooled_n = sum(t for t, _ in own), sum(n for _, n in own)
     out: list[Expectation] = []
     for t, n in own:
@@ -171,6 +165,17 @@ def expectations(
             mu, strength = c.q0, 1.0
         out.append(Expectation((t + strength * mu) / (n + strength), n + strength))
     return out
+
+
+def _credited(mem: MemoryContext, m: AnyMemory, *, source: bool) -> tuple[float, float]:
+    """A memory's credited rewards as (sum, count): the mean its Q implies over its updates,
+    and with ``source`` a procedure's source outcome as one more (not a correction's)."""
+    c = mem.config
+    mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
+    total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
+    if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
+        total, n = total + m.reward, n + 1.0
+    return total, n
 
 
 def kind_expectations(
@@ -200,10 +205,7 @@ def kind_expectations(
         if taken.get(str(m.kind), 0) >= top:
             continue
         taken[str(m.kind)] = taken.get(str(m.kind), 0) + 1
-        mean = implied_mean(m.q, m.q_updates, c.q0, c.alpha)
-        total, n = (0.0, 0.0) if mean is None else (mean * m.q_updates, float(m.q_updates))
-        if source and isinstance(m, Procedure) and m.source != CORRECTION_SOURCE:
-            total, n = total + m.reward, n + 1.0
+        total, n = _credited(mem, m, source=source)
         t0, n0 = pooled.get(str(m.kind), (0.0, 0.0))
         pooled[str(m.kind)] = (t0 + total, n0 + n)
     out: list[Expectation] = []

@@ -251,8 +251,9 @@ def distill_actions(steps: Sequence[tuple[str, str, float]]) -> list[str]:
     return kept
 
 
-def _negation(fact: str) -> str | None:
-    """The fact that contradicts ``fact`` ("x belongs in y" ↔ "x does not belong in y")."""
+def negation(fact: str) -> str | None:
+    """The fact that contradicts ``fact`` ("x belongs in y" ↔ "x does not belong in y"); None
+    for a fact nothing contradicts this way."""
     if " does not belong in " in fact:
         return fact.replace(" does not belong in ", " belongs in ", 1)
     if " belongs in " in fact:
@@ -281,7 +282,7 @@ def game_knowledge(trajectory: Any) -> list[distill.Knowledge]:
         Learned(
             subject=subject,
             facts=facts,
-            retracts=[n for f in facts if (n := _negation(f)) is not None],
+            retracts=[n for f in facts if (n := negation(f)) is not None],
             tags=[scope_tag(facts)],
         )
         for subject, facts in by_subject.items()
