@@ -311,6 +311,41 @@ class EvolutionConfig(GraphmemModel):
     )
 
 
+class FactUpdatesConfig(GraphmemModel):
+    """Newer notes about the same thing rank above older ones (:mod:`graphmem.ops.fact_updates`).
+
+    A new note updates an older one when both are short statements (``max_words``), share a
+    subject (a name both capitalise, or both speak in the first person), the older was stated
+    earlier (``valid_at``), and its similarity is at least ``min_similarity`` and within
+    ``margin`` of the most similar such note. The older note is kept and still retrieved; an
+    ``UPDATES`` edge and its ``updated_by`` say which note replaced it, and retrieval ranks the
+    newer one right above it (pulling it in when recall missed it).
+    """
+
+    enabled: bool = Field(
+        default=True,
+        description="add_note and add_notes look for the older notes a new one updates, and "
+        "retrieval ranks newer statements above the ones they update.",
+    )
+    min_similarity: float = Field(
+        default=0.4, ge=-1.0, le=1.0, description="Least similarity of two versions of a fact."
+    )
+    margin: float = Field(
+        default=0.1,
+        ge=0.0,
+        le=2.0,
+        description="An older note counts only within this much of the most similar one.",
+    )
+    neighbours: int = Field(
+        default=10, ge=1, le=100, description="Nearest notes looked at for each new note."
+    )
+    max_words: int = Field(
+        default=60,
+        ge=1,
+        description="Longer notes (whole sessions, documents) hold many facts: never updated.",
+    )
+
+
 class DistillConfig(GraphmemModel):
     """Distillation (:mod:`graphmem.ops.distill`): notes about subjects from every episode."""
 
@@ -518,6 +553,10 @@ class MemoryConfig(GraphmemModel):
     distill: DistillConfig = Field(
         default_factory=DistillConfig,
         description="Notes distilled from every episode beside its procedure (on by default).",
+    )
+    fact_updates: FactUpdatesConfig = Field(
+        default_factory=FactUpdatesConfig,
+        description="Newer notes about the same thing rank above the ones they update (on).",
     )
     consolidation: ConsolidationConfig = Field(
         default_factory=ConsolidationConfig,

@@ -120,6 +120,7 @@ class EdgeKind(StrEnum):
     EVOLVED_FROM = "EVOLVED_FROM"
     SUPERSEDES = "SUPERSEDES"
     RETRIEVED = "RETRIEVED"
+    UPDATES = "UPDATES"
 
 
 class Granularity(StrEnum):
@@ -466,6 +467,12 @@ class Note(Memory):
         "turn it comes from); add_note sets the time of writing when not given. A time "
         "without a zone is taken as UTC.",
     )
+    updated_by: str | None = Field(
+        default=None,
+        description="The id of a newer note about the same thing (its UPDATES edge points "
+        "here): this note is kept and still retrieved, but ranks below that one "
+        "(graphmem.ops.fact_updates).",
+    )
 
     @field_validator("valid_at")
     @classmethod
@@ -697,6 +704,11 @@ class Hit(BaseModel):
     withheld: str | None = Field(
         default=None,
         description="Abstention: why this candidate was not handed over (None: handed over).",
+    )
+    newer_than: str | None = Field(
+        default=None,
+        description="Fact updates: the id of the older note this one was ranked above, as its "
+        "newer statement (None: ranked by its own score).",
     )
 
 

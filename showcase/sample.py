@@ -16,7 +16,7 @@ needs no embedder or LLM.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from graphmem.models import (
     AnyMemory,
@@ -176,6 +176,18 @@ def sample_graph(namespace: str) -> tuple[list[AnyMemory], list[Edge], SampleIds
         tags=["location"],
         context="Where the stove is.",
     )
+    moved = Note(
+        namespace=ns,
+        id="note-stove-2",
+        content="The stove knob is right of the sink since the kitchen was redone.",
+        keywords=["stove", "kitchen"],
+        tags=["location"],
+        context="Where the stove is now.",
+        valid_at=datetime(2026, 3, 2, tzinfo=UTC),
+    )
+    note = note.model_copy(
+        update={"valid_at": datetime(2026, 1, 5, tzinfo=UTC), "updated_by": moved.id}
+    )
     note2 = Note(
         namespace=ns,
         id="note-pot",
@@ -185,7 +197,7 @@ def sample_graph(namespace: str) -> tuple[list[AnyMemory], list[Edge], SampleIds
         context="Where pots are.",
     )
 
-    nodes: list[AnyMemory] = [task, other, failed, fixed, script, tea, tip, note, note2]
+    nodes: list[AnyMemory] = [task, other, failed, fixed, script, tea, tip, note, moved, note2]
     edges: list[Edge] = []
     for proc, actions in (
         (
@@ -227,6 +239,7 @@ def sample_graph(namespace: str) -> tuple[list[AnyMemory], list[Edge], SampleIds
             EdgeKind.LINKS_TO, note.id, note2.id, reason="both locate kitchen things", strength=0.8
         ),
         edge(EdgeKind.LINKS_TO, fixed.id, note.id, reason="uses the stove", strength=0.6),
+        edge(EdgeKind.UPDATES, moved.id, note.id, subject="stove", sim=0.82, source="rules"),
     ]
 
     failed_ep = Episode(

@@ -146,7 +146,10 @@ def parse_grass(source: str) -> dict[str, dict[str, str]]:
     return rules
 
 
-EDGE_PROPS = {"reward", "reason", "strength", "change", "rank", "sim", "q", "score", "q_after"}
+EDGE_PROPS = {
+    *("reward", "reason", "strength", "change", "rank", "sim", "q", "score", "q_after"),
+    "subject",
+}
 
 
 def test_grass_parses_as_browser_reads_it() -> None:

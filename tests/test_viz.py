@@ -229,7 +229,9 @@ def test_memory_view_walks_the_neighbourhood(
     alone = viz.memory_subgraph(store, namespace, sample.note, depth=0)
     assert list(alone.nodes) == [sample.note]
     near = viz.memory_subgraph(store, namespace, sample.note)
-    assert set(near.nodes) == {sample.note, "note-pot", sample.fixed}
+    # Its LINKS_TO neighbours, the procedure that links to it, and the note that UPDATES it.
+    assert set(near.nodes) == {sample.note, "note-pot", sample.fixed, "note-stove-2"}
+    assert "updated later" in near.nodes[sample.note].caption
     far = viz.memory_subgraph(store, namespace, sample.note, depth=2)
     assert set(near.nodes) < set(far.nodes)
     assert {sample.failed, sample.task, sample.episode} <= set(far.nodes)

@@ -47,6 +47,7 @@ _LINK_KINDS = (
     EdgeKind.DISTILLED_FROM,
     EdgeKind.SOLVED_BY,
     EdgeKind.ABOUT,
+    EdgeKind.UPDATES,
 )
 
 
@@ -115,6 +116,8 @@ class History(BaseModel):
         """A readable text rendering."""
         m = self.memory
         state = f"obsolete: {m.obsolete_reason or 'no reason'}" if m.obsolete else "live"
+        if isinstance(m, Note) and m.updated_by:
+            state += f"; updated by {m.updated_by}, which ranks above it"
         lines = [f"{m.kind} {m.id} (v{m.version}, {state}): {summarize(m)}"]
         lines.append(
             f"  q {m.q:.3f} | uses {m.uses} | successes {m.successes} | source {m.source} | "

@@ -173,6 +173,16 @@ def add_notes(
             live = mem.store.get(namespace, merged or note.id)
             assert isinstance(live, Note)
             fresh[digest] = live
+    from graphmem.ops.fact_updates import OWN_VERSIONS, link_updates
+
+    told = [n for n in fresh.values() if n.source not in OWN_VERSIONS and not n.obsolete]
+    later = {e.dst for e in link_updates(mem, namespace, told)}
+    if later & {n.id for n in told}:  # older than a note already stored: read them again
+        again = {m.id: m for m in mem.store.get_many(namespace, list(later))}
+        for digest, note in list(fresh.items()):
+            updated = again.get(note.id)
+            if isinstance(updated, Note):
+                fresh[digest] = updated
     out = [fresh.get(d) or existing[d] for d in digests]
     return out, [n.id for n in fresh.values()]
 

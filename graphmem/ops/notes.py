@@ -99,14 +99,27 @@ def add_note(mem: MemoryContext, namespace: Namespace, content: str, **fields: A
     mem.store.upsert([note])
     merged = _consolidated(mem, namespace, note.id, MemoryKind.NOTE)
     if merged is not None:  # merged with notes of its subject and content: the live version
-        live = mem.store.get(namespace, merged)
-        assert isinstance(live, Note)
-        return live
-    if mem.config.consolidation.enabled:  # a contradiction may have raised its version
-        again = mem.store.get(namespace, note.id)
-        assert isinstance(again, Note)
-        return again
+        note = _reread(mem, namespace, merged)
+    elif mem.config.consolidation.enabled:  # a contradiction may have raised its version
+        note = _reread(mem, namespace, note.id)
+    return _with_updates(mem, namespace, note)
+
+
+def _reread(mem: MemoryContext, namespace: Namespace, memory_id: str) -> Note:
+    note = mem.store.get(namespace, memory_id)
+    assert isinstance(note, Note)
     return note
+
+
+def _with_updates(mem: MemoryContext, namespace: Namespace, note: Note) -> Note:
+    """``note`` after :func:`graphmem.ops.fact_updates.link_updates` (read again when an older
+    note told of a later time turned it into the older one)."""
+    from graphmem.ops.fact_updates import OWN_VERSIONS, link_updates
+
+    if note.source in OWN_VERSIONS:
+        return note
+    edges = link_updates(mem, namespace, [note])
+    return _reread(mem, namespace, note.id) if any(e.dst == note.id for e in edges) else note
 
 
 def _relearned(mem: MemoryContext, namespace: Namespace, note: Note) -> Note:

@@ -39,6 +39,7 @@ from graphmem.models import (
 from graphmem.ops.abstention import Baseline, baseline, task_cluster, withhold
 from graphmem.ops.episodes import get_open_episode, record_retrieval
 from graphmem.ops.expansion import expand_candidates
+from graphmem.ops.fact_updates import newer_first
 from graphmem.ops.fusion import FusedPool, hybrid_candidates
 from graphmem.ops.similarity import cosine
 from graphmem.stores.base import MemoryStore
@@ -300,6 +301,7 @@ def rank_candidates(
                 "fused": None,
                 "expected": None,
                 "withheld": None,
+                "newer_than": None,
             },
         )
         for rank, (_, memory, sim, zs, zq, score) in enumerate(scored[:k2])
@@ -386,6 +388,8 @@ def retrieve(
     )
     if pool is not None:
         hits = pool.annotate(hits)
+    if mem.config.fact_updates.enabled and cfg.policy is not RetrievePolicy.RANDOM:
+        hits = newer_first(mem.store, namespace, hits, vector, cfg.k2)
     withheld: list[Hit] = []
     base: Baseline | None = None
     if judge:

@@ -75,6 +75,7 @@ EDGE_COLOURS: dict[str, str] = {
     EdgeKind.EVOLVED_FROM: "#c2255c",
     EdgeKind.SUPERSEDES: "#c2255c",
     EdgeKind.RETRIEVED: "#0b7285",
+    EdgeKind.UPDATES: "#e8590c",
 }
 
 DASHED_EDGES = frozenset({EdgeKind.EVOLVED_FROM, EdgeKind.SUPERSEDES, EdgeKind.LINKS_TO})
@@ -318,7 +319,8 @@ def caption_for(memory: AnyMemory) -> str:
             outcome = f"R={memory.reward:g} {'✓' if memory.success else '✗'}"
         return f"EPISODE\n{shorten(memory.task_text, lines=2)}\n{outcome}"
     if isinstance(memory, Note):
-        return f"NOTE\n{shorten(memory.content)}\n{q_line}"
+        head = "NOTE · updated later" if memory.updated_by else "NOTE"
+        return f"{head}\n{shorten(memory.content)}\n{q_line}"
     return f"{memory.kind}\n{memory.id}"  # pragma: no cover - every kind is handled above
 
 
@@ -371,6 +373,8 @@ def edge_label(edge: Edge) -> str:
         return f"SOLVED_BY r={r:g}"
     if edge.kind is EdgeKind.LINKS_TO and isinstance(p.get("reason"), str):
         return f"LINKS_TO\n{shorten(str(p['reason']), width=24, lines=1)}"
+    if edge.kind is EdgeKind.UPDATES and isinstance(p.get("subject"), str):
+        return f"UPDATES\n{shorten(str(p['subject']), width=24, lines=1)}"
     if edge.kind is EdgeKind.EVOLVED_FROM and isinstance(p.get("change"), str):
         return f"EVOLVED_FROM\n{shorten(str(p['change']), width=24, lines=1)}"
     return str(edge.kind.value)

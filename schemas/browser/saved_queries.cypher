@@ -239,3 +239,17 @@ OPTIONAL MATCH (failure:Episode {namespace: $namespace, id: coalesce(about.episo
 OPTIONAL MATCH fix = (:Procedure)-[:EVOLVED_FROM|SUPERSEDES]->(target)
 RETURN tip, collect(DISTINCT lesson) AS lessons, collect(DISTINCT failure) AS failures,
        collect(DISTINCT fix) AS fixes;
+
+
+// name: Facts that changed
+// params: namespace, limit
+// view: table
+// Notes a newer note updates (an UPDATES edge, found when the newer one was written: the same
+// subject, said later), newest change first. The older note is kept and still retrieved;
+// retrieval ranks the newer one right above it.
+MATCH (old:Note {namespace: $namespace})<-[u:UPDATES]-(new:Note)
+RETURN old.id AS older, old.content AS was, toString(old.valid_at) AS stated,
+       new.id AS newer, new.content AS now, toString(new.valid_at) AS restated,
+       u.subject AS subject, u.sim AS sim, new.id = old.updated_by AS ranks_above
+ORDER BY restated DESC, older
+LIMIT toInteger($limit);
