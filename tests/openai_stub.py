@@ -106,7 +106,12 @@ def valid_reply(op: str, user: str) -> dict[str, Any]:
         about = " ".join(words[:2]) or "memory"
         return {
             "links": [
-                {"id": i, "reason": f"stub link: both about {about}", "strength": 0.9}
+                {
+                    "id": i,
+                    "reason": f"stub link: both about {about}",
+                    "strength": 0.9,
+                    "newer_fact": "since" in words,  # "... since ...": a change, says the stub
+                }
                 for i in ids[:1]
             ],
             "updates": [

@@ -17,7 +17,7 @@ from openai_stub import OpenAIStub
 from graphmem import GraphMemory, HashingEmbedder
 from graphmem.errors import ConfigError, LLMError
 from graphmem.llm import MemoryLLM, Neighbour, ops
-from graphmem.models import MemoryKind, TrajectoryStep
+from graphmem.models import EdgeKind, MemoryKind, Note, TrajectoryStep
 from graphmem.settings import Settings
 from graphmem.stores.embedded import EmbeddedStore
 
@@ -321,6 +321,25 @@ def test_duplicate_decisions_never_fork_a_neighbour(stub: OpenAIStub) -> None:
     from graphmem.llm import LinkDecisions
 
     assert [u.context for u in LinkDecisions.model_validate(twice).updates] == ["x"]
+
+
+def test_the_model_judges_a_newer_fact_the_rules_cannot_see(stub: OpenAIStub) -> None:
+    mem = memory(llm_for(stub))
+    # Nothing capitalised and no "I": the offline rule finds no shared subject.
+    old = mem.add_note("ns", "the office is in the old town hall", valid_at="2024-03-01")
+    assert not any(e.kind is EdgeKind.UPDATES for e in mem.store.iter_edges("ns"))
+    new = mem.add_note(
+        "ns", "the office is in the harbour building since may", evolve=True, valid_at="2024-06-01"
+    )
+    edges = [e for e in mem.store.iter_edges("ns") if e.kind is EdgeKind.UPDATES]
+    # The stub also refreshes the neighbour's context: a new version holds the fact now.
+    notes = mem.store.iter_nodes("ns", kinds=[MemoryKind.NOTE])
+    kept = [m for m in notes if m.id != new.id and not m.obsolete]
+    assert len(edges) == 1 and edges[0].src == new.id and edges[0].props["source"] != "rules"
+    assert [m.updated_by for m in kept] == [new.id] and kept[0].id == edges[0].dst
+    assert old.content in {m.content for m in kept if isinstance(m, Note)}
+    hits = mem.retrieve("ns", "the office in the old town hall", kinds=("Note",), lam=0.0).hits
+    assert hits[0].memory.id == new.id
 
 
 def test_placeholders_and_one_word_tips_are_not_accepted(stub: OpenAIStub) -> None:

@@ -71,10 +71,13 @@ You maintain links in an agent's memory graph (A-MEM memory evolution).
 A new memory was added; its nearest existing neighbours are listed with their ids.
 1. "links": the neighbours genuinely related to the new memory, each with a short "reason" and a
    "strength" between 0 and 1. Leave out neighbours that are only superficially similar.
+   Set "newer_fact": true on a link when the new memory states a newer value of the same fact
+   as that neighbour (same person or thing, the value changed: "moved to Lisbon" after "lives
+   in Porto"), else false.
 2. "updates": neighbours whose "context" sentence and/or "tags" should change in the light of the
    new memory (omit a field to keep it). Only use ids from the list.
 {JSON_ONLY}
-Shape: {{"links": [{{"id": "...", "reason": "...", "strength": 0.8}}],
+Shape: {{"links": [{{"id": "...", "reason": "...", "strength": 0.8, "newer_fact": false}}],
 "updates": [{{"id": "...", "context": "...", "tags": ["..."]}}]}}"""
 
 

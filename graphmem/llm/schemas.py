@@ -166,6 +166,11 @@ class LinkChoice(LLMOutput):
     id: str
     reason: str = Field(min_length=1)
     strength: float = Field(ge=0.0, le=1.0)
+    newer_fact: bool = Field(
+        default=False,
+        description="The new memory states a newer value of the fact this neighbour states "
+        "(same subject, changed value): the neighbour is kept and ranks below it.",
+    )
 
     @field_validator("strength", mode="before")
     @classmethod

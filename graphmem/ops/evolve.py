@@ -80,6 +80,11 @@ class EvolutionResult(BaseModel):
     new_versions: list[AnyMemory] = Field(
         default_factory=list, description="The neighbours' new versions, as written."
     )
+    updates: list[Edge] = Field(
+        default_factory=list,
+        description="UPDATES edges from the model's judgement that the memory and a neighbour "
+        "state one fact at two times (graphmem.ops.fact_updates).",
+    )
     llm_calls: int = Field(default=0, description="Chat-model requests made (retries included).")
     created_by: str = Field(default="fallback", description="Who decided: model or 'fallback'.")
     skipped: str | None = Field(default=None, description="Why nothing evolved.")
@@ -182,6 +187,17 @@ def evolve(
         mem.store.upsert([*retired, *fresh], dedupe_edges(edges))
     result.links = links
     result.new_versions = fresh
+    if decided.by_model and isinstance(memory, Note):
+        from graphmem.ops.fact_updates import judged_updates
+
+        current = {m.id: m for m in fresh}
+        sims = {m.id: sim for m, sim in neighbours}
+        judged = [
+            (current.get(renamed.get(c.id, c.id), by_id[c.id]), sims[c.id], c.reason)
+            for c in decisions.links
+            if c.newer_fact
+        ]
+        result.updates = judged_updates(mem, namespace, memory, judged, decided.created_by)
     log.info(
         "evolve %s %s ns=%s: %d neighbours, %d links, %d refreshed (%s, %d LLM calls)",
         memory.kind,

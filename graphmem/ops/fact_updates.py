@@ -167,6 +167,38 @@ def link_updates(mem: MemoryContext, namespace: Namespace, notes: Sequence[Note]
     return edges
 
 
+def judged_updates(
+    mem: MemoryContext,
+    namespace: Namespace,
+    note: Note,
+    judged: Sequence[tuple[AnyMemory, float, str]],
+    by: str,
+) -> list[Edge]:
+    """Mark what a chat model judged (evolution's ``LinkChoice.newer_fact``): ``note`` and
+    each ``(neighbour, sim, reason)`` state one fact at two times; the later-stated one
+    (``note`` on a tie: it was said last) updates the other. The UPDATES edges written."""
+    if not mem.config.fact_updates.enabled:
+        return []
+    now = utcnow().isoformat()
+    edges: list[Edge] = []
+    best: dict[str, tuple[float, str]] = {}
+    for other, sim, reason in judged:
+        if not isinstance(other, Note) or other.id == note.id or other.obsolete:
+            continue
+        newer, older = (other, note) if stated_at(other) > stated_at(note) else (note, other)
+        props = {"at": now, "sim": round(sim, 4), "subject": reason[:80], "source": by}
+        edges.append(
+            Edge(
+                namespace=namespace, kind=EdgeKind.UPDATES, src=newer.id, dst=older.id, props=props
+            )
+        )
+        if older.id not in best or sim > best[older.id][0]:
+            best[older.id] = (sim, newer.id)
+    if edges:
+        mark(mem.store, namespace, edges, {old: new for old, (_, new) in best.items()})
+    return edges
+
+
 def mark(
     store: MemoryStore, namespace: Namespace, edges: Sequence[Edge], updater: dict[str, str]
 ) -> None:
@@ -360,6 +392,7 @@ def _joined(memory: AnyMemory, beside: Hit | None, vector: Sequence[float]) -> H
 __all__ = [
     "OWN_VERSIONS",
     "SPEAKER",
+    "judged_updates",
     "link_updates",
     "mark",
     "newer_first",
