@@ -128,3 +128,13 @@ fusion's first setting (span 1) was chosen on dev and confirmed on held out (100
 failed on the 16 LongMemEval-S questions (below keyword-only); LongMemEval-S informed that one
 decision (span 0.5) and is a dev set for fusion since; ``heldout2`` (300-301), generated
 afresh, reported the revised setting once."""
+
+
+UPDATES_SPLITS: dict[str, tuple[int, ...]] = {
+    "dev": (0, 1, 2),
+    "heldout": (700, 701, 702, 703, 704),
+}
+"""``bench.updates``: the generator seeds (one user's history each: the user's four facts in
+the first person, eight friends' two facts each, every fact said two or three times as it
+changes) whose questions fact updates' settings were chosen on (dev; seeds 0-2 also measured
+the baseline before fact updates existed), and those that only report (held out)."""

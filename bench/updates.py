@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import common
+from bench.protocol import UPDATES_SPLITS
 
 NAMES = [
     "Ana",
@@ -71,6 +72,29 @@ FACTS: list[tuple[str, list[str], list[str]]] = [
         ],
     ),
 ]
+FIRST_PERSON: list[tuple[str, list[str]]] = [
+    (
+        "Where do I live now?",
+        ["I live in {v}.", "I moved to {v} last month.", "We just settled down in {v}."],
+    ),
+    (
+        "What is my job now?",
+        ["I work as a {v}.", "I started a new job as a {v}.", "I am a {v} these days."],
+    ),
+    (
+        "What car do I drive now?",
+        ["I drive a {v}.", "I bought a {v} and sold my old car.", "My new car is a {v}."],
+    ),
+    (
+        "What is my phone number now?",
+        [
+            "My number is {v}.",
+            "I changed phone numbers, the new one is {v}.",
+            "You can reach me at {v} now.",
+        ],
+    ),
+]
+"""The user's own facts, in the first person (questions and templates, in FACTS' order)."""
 SMALL_TALK = [
     "The weather was lovely for a walk today.",
     "I tried a new pasta recipe with lemon and garlic.",
@@ -86,23 +110,41 @@ SMALL_TALK = [
 def generate(
     seed: int, people: int, days: int
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Notes ``{id, content, valid_at}`` and questions ``{question, versions: [ids, old->new]}``."""
+    """Notes ``{id, content, valid_at}`` and questions ``{question, versions: [ids, old->new]}``.
+
+    The user's own facts in the first person (every kind of fact, each said two or three times
+    as it changes) and ``people`` friends' facts by name (two kinds each), among small talk.
+    """
     rng = random.Random(seed)
     start = datetime(2024, 1, 1, 9, tzinfo=UTC)
     notes: list[dict[str, Any]] = []
     questions: list[dict[str, Any]] = []
-    for p in rng.sample(NAMES, min(people, len(NAMES))):
-        question, values, templates = rng.choice(FACTS)
+
+    def versions(key: str, question: str, values: list[str], templates: list[str]) -> None:
         n = rng.choice((2, 3))
         days_said = sorted(rng.sample(range(days), n))
-        chosen = rng.sample(values, n)
         ids = []
-        for i, (day, value) in enumerate(zip(days_said, chosen, strict=True)):
-            text = templates[i % len(templates)].format(p=p, v=value)
-            nid = f"{p}-{i}"
-            notes.append({"id": nid, "content": text, "valid_at": start + timedelta(days=day)})
+        for i, (day, value) in enumerate(zip(days_said, rng.sample(values, n), strict=True)):
+            nid = f"{key}-{i}"
+            when = start + timedelta(days=day, hours=rng.randint(0, 10))
+            notes.append(
+                {
+                    "id": nid,
+                    "content": rng.choice(templates[i:] or templates).format(v=value),
+                    "valid_at": when,
+                }
+            )
             ids.append(nid)
-        questions.append({"question": question.format(p=p), "versions": ids})
+        questions.append({"question": question, "versions": ids})
+
+    for f, (_, values, _) in enumerate(FACTS):
+        question, templates = FIRST_PERSON[f]
+        versions(f"me-{f}", question, values, templates)
+    for p in rng.sample(NAMES, min(people, len(NAMES))):
+        for f in rng.sample(range(len(FACTS)), 2):
+            question, values, templates = FACTS[f]
+            named = [t.replace("{p}", p) for t in templates]
+            versions(f"{p}-{f}", question.format(p=p), values, named)
     for day in range(days):
         for text in rng.sample(SMALL_TALK, 2):
             notes.append(
@@ -124,72 +166,101 @@ def newest_first(ranking: list[str], versions: list[str]) -> bool:
     return all(pos[versions[-1]] < pos[v] for v in versions[:-1])
 
 
-CONFIGS: dict[str, dict[str, Any]] = {
-    "vector only": {"hybrid": False},
-    "hybrid RRF 1 : 1": {"fusion": "rrf"},
-    "default (hybrid, adaptive fusion)": {},
+SYSTEMS: dict[str, tuple[bool, dict[str, Any]]] = {
+    "vector only, updates off": (False, {"hybrid": False}),
+    "hybrid RRF 1 : 1, updates off": (False, {"fusion": "rrf"}),
+    "hybrid adaptive, updates off": (False, {}),
+    "vector only + updates": (True, {"hybrid": False}),
+    "default (hybrid adaptive + updates)": (True, {}),
 }
+"""name: (``fact_updates.enabled``, retrieve overrides). The last row is what a user gets."""
+
+
+def _memory(embedder: Any, updates: bool) -> Any:
+    from graphmem import GraphMemory
+    from graphmem.config import FactUpdatesConfig, MemoryConfig
+    from graphmem.stores.embedded import EmbeddedStore
+
+    config = MemoryConfig(fact_updates=FactUpdatesConfig(enabled=updates))
+    return GraphMemory(EmbeddedStore.in_memory(), embedder=embedder, config=config)
 
 
 def score_generated(embedder: Any, seeds: list[int], people: int, days: int) -> dict[str, Any]:
-    from graphmem import GraphMemory
-    from graphmem.stores.embedded import EmbeddedStore
-
-    right = {name: 0 for name in CONFIGS}
-    total = 0
+    right = {name: 0 for name in SYSTEMS}
+    first = {name: 0 for name in SYSTEMS}
+    total = firsts = 0
     for seed in seeds:
         notes, questions = generate(seed, people, days)
-        mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
-        ns = f"updates-{seed}"
-        stored = mem.add_notes(
-            ns, [{"content": n["content"], "valid_at": n["valid_at"]} for n in notes]
-        )
-        id_of = {n["id"]: s.id for n, s in zip(notes, stored, strict=True)}
+        given = [{"content": n["content"], "valid_at": n["valid_at"]} for n in notes]
+        mems = {on: _memory(embedder, on) for on in (False, True)}
+        ids = {
+            on: {n["id"]: s.id for n, s in zip(notes, m.add_notes("u", given), strict=True)}
+            for on, m in mems.items()
+        }
         for q in questions:
-            versions = [id_of[v] for v in q["versions"]]
             total += 1
-            for name, over in CONFIGS.items():
-                hits = mem.retrieve(
-                    ns, q["question"], kinds=("Note",), k1=10, k2=10, lam=0.0, **over
-                ).hits
-                right[name] += newest_first([h.memory.id for h in hits], versions)
-    return {"questions": total, "right": right}
+            mine = q["versions"][0].startswith("me-")
+            firsts += mine
+            for name, (on, over) in SYSTEMS.items():
+                versions = [ids[on][v] for v in q["versions"]]
+                hits = (
+                    mems[on]
+                    .retrieve("u", q["question"], kinds=("Note",), k1=10, k2=10, lam=0.0, **over)
+                    .hits
+                )
+                ok = newest_first([h.memory.id for h in hits], versions)
+                right[name] += ok
+                first[name] += ok and mine
+    return {"questions": total, "right": right, "first_person": firsts, "right_first": first}
 
 
-def score_longmemeval(embedder: Any) -> dict[str, Any]:
-    from bench import retrieval_quality as rq
-    from graphmem import GraphMemory
-    from graphmem.stores.embedded import EmbeddedStore
-
-    path = rq.data_dir()
+def _stamps(path: Path) -> dict[str, datetime]:
     import json
 
-    stamps = {}
+    out = {}
     for line in (path / "sessions.jsonl").read_text(encoding="utf-8").splitlines():
         raw = json.loads(line)
-        stamps[raw["id"]] = datetime.strptime(raw["timestamp"][:10], "%Y/%m/%d").replace(tzinfo=UTC)
+        out[raw["id"]] = datetime.strptime(raw["timestamp"][:10], "%Y/%m/%d").replace(tzinfo=UTC)
+    return out
+
+
+def score_longmemeval(embedder: Any, *, turns: bool) -> dict[str, Any]:
+    """Sessions (or turns, a session ranked by its best turn) as notes with their dates."""
+    from bench import retrieval_quality as rq
+
+    path = rq.data_dir()
+    stamps = _stamps(path)
     sessions, questions = rq.load(path)
     asked = [q for q in questions if q.category == "knowledge_update"]
-    mem = GraphMemory(EmbeddedStore.in_memory(), embedder=embedder)
-    stored = mem.add_notes(
-        "lme", [{"content": s.text, "valid_at": stamps[s.id], "source_ref": s.id} for s in sessions]
+    items = (
+        [(s.id, t) for s in sessions for t in s.turns]
+        if turns
+        else [(s.id, s.text) for s in sessions]
     )
-    session_of = {n.id: s.id for n, s in zip(stored, sessions, strict=True)}
-    right = {name: 0 for name in CONFIGS}
-    for q in asked:
-        versions = sorted(q.supporting, key=lambda s: stamps[s])
-        for name, over in CONFIGS.items():
-            k = len(sessions)
-            hits = mem.retrieve("lme", q.text, kinds=("Note",), k1=k, k2=k, lam=0.0, **over).hits
-            right[name] += newest_first([session_of[h.memory.id] for h in hits], versions)
+    given = [{"content": text, "valid_at": stamps[sid]} for sid, text in items]
+    right = {name: 0 for name in SYSTEMS}
+    for on in (False, True):
+        mem = _memory(embedder, on)
+        stored = mem.add_notes("lme", given)
+        session_of = {n.id: sid for n, (sid, _) in zip(stored, items, strict=True)}
+        for q in asked:
+            versions = sorted(q.supporting, key=lambda s: stamps[s])
+            for name, (flag, over) in SYSTEMS.items():
+                if flag != on:
+                    continue
+                k = min(len(items), 200)
+                hits = mem.retrieve("lme", q.text, kinds=("Note",), k1=k, k2=k, lam=0.0, **over)
+                ranking = list(dict.fromkeys(session_of[h.memory.id] for h in hits.hits))
+                right[name] += newest_first(ranking, versions)
     return {"questions": len(asked), "right": right}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--embedder", choices=["minilm", "hashing"], default="minilm")
-    parser.add_argument("--seeds", default="0")
-    parser.add_argument("--people", type=int, default=16)
+    parser.add_argument("--split", choices=sorted(UPDATES_SPLITS), default="dev")
+    parser.add_argument("--seeds", default=None, help="generator seeds (default: the split's)")
+    parser.add_argument("--people", type=int, default=8)
     parser.add_argument("--days", type=int, default=60)
     parser.add_argument("--no-longmemeval", dest="longmemeval", action="store_false")
     parser.add_argument("--out", type=Path, default=common.RESULTS_DIR)
@@ -198,25 +269,37 @@ def main(argv: list[str] | None = None) -> int:
     from bench.retrieval_quality import make_embedder
 
     embedder = make_embedder(args.embedder)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    sets = {"generated": score_generated(embedder, seeds, args.people, args.days)}
-    if args.longmemeval:
-        sets["LongMemEval-S knowledge-update"] = score_longmemeval(embedder)
-    rows = [
-        [
-            name,
-            s["questions"],
-            *[f"{s['right'][c]} ({s['right'][c] / s['questions']:.0%})" for c in CONFIGS],
-        ]
-        for name, s in sets.items()
+    seeds = (
+        UPDATES_SPLITS[args.split]
+        if args.seeds is None
+        else tuple(int(x) for x in args.seeds.split(","))
+    )
+    gen = score_generated(embedder, list(seeds), args.people, args.days)
+    named = gen["questions"] - gen["first_person"]
+    columns: list[tuple[str, int, dict[str, int]]] = [
+        ("generated, all", gen["questions"], gen["right"]),
+        ("first person", gen["first_person"], gen["right_first"]),
+        ("by name", named, {k: gen["right"][k] - gen["right_first"][k] for k in SYSTEMS}),
     ]
-    table = common.markdown_table(["set", "questions", *CONFIGS], rows)
+    sets: dict[str, Any] = {"generated": gen}
+    if args.longmemeval:
+        for label, turns in (("LME-S KU, sessions", False), ("LME-S KU, turns", True)):
+            found = score_longmemeval(embedder, turns=turns)
+            sets[label] = found
+            columns.append((label, found["questions"], found["right"]))
+    rows = [
+        [name, *[f"{right[name]}/{n} ({right[name] / max(1, n):.0%})" for _, n, right in columns]]
+        for name in SYSTEMS
+    ]
+    table = common.markdown_table(["system", *[c for c, _, _ in columns]], rows)
     md = (
         "# Newer facts above the ones they update\n\n"
-        f"Command: `python -m bench.updates --embedder {args.embedder} --seeds {args.seeds} "
-        f"--people {args.people} --days {args.days}`. A question is right when the newest "
-        "version of its fact ranks above every older one (λ = 0, k1 = k2 = 10 on the generated "
-        "set, every session on LongMemEval-S).\n\n"
+        f"Command: `python -m bench.updates --embedder {args.embedder} --split {args.split} "
+        f"--people {args.people} --days {args.days}` (generator seeds {list(seeds)}). A "
+        "question is right when the newest version of its fact ranks above every older one "
+        "(absent versions rank last; λ = 0, k1 = k2 = 10 on the generated set; on "
+        "LongMemEval-S the later evidence session above the earlier, sessions or turns as "
+        "notes with their session's date).\n\n"
         f"{table}\n\n{common.machine_markdown(common.machine_info())}\n"
     )
     for path in common.write_results(

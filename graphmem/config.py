@@ -328,10 +328,10 @@ class FactUpdatesConfig(GraphmemModel):
         "retrieval ranks newer statements above the ones they update.",
     )
     min_similarity: float = Field(
-        default=0.4, ge=-1.0, le=1.0, description="Least similarity of two versions of a fact."
+        default=0.3, ge=-1.0, le=1.0, description="Least similarity of two versions of a fact."
     )
     margin: float = Field(
-        default=0.1,
+        default=0.2,
         ge=0.0,
         le=2.0,
         description="An older note counts only within this much of the most similar one.",

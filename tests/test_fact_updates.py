@@ -17,7 +17,7 @@ from graphmem.config import FactUpdatesConfig, MemoryConfig
 from graphmem.embedding import HashingEmbedder
 from graphmem.errors import GraphmemError
 from graphmem.models import EdgeKind, Note
-from graphmem.ops.fact_updates import SPEAKER, subjects
+from graphmem.ops.fact_updates import SPEAKER, says_change, subjects
 from graphmem.stores.base import MemoryStore
 
 MARCH = datetime(2024, 3, 1, tzinfo=UTC)
@@ -36,10 +36,14 @@ def _ranked(mem: GraphMemory, namespace: str, query: str, **over: object) -> lis
 
 
 def test_subjects_are_names_and_the_speaker() -> None:
-    assert subjects("Ana moved to Lisbon last month.") == {"ana", "lisbon"}
+    assert subjects("Ana moved to Lisbon last month.") == {"ana"}  # Lisbon is the value
+    assert subjects("You can reach Ana at 555-0101. Bruno's car is red.") == {"ana", "bruno"}
     assert subjects("Yesterday I sold my car.") == {SPEAKER}
     assert subjects("ana's number is 555-0101") == set()  # nothing capitalised, no "I"
     assert subjects("The weather was lovely.") == set()
+    assert says_change("I moved to Lisbon.") and says_change("Ana is no longer a nurse.")
+    assert says_change("My new car is red.") and not says_change("A new recipe yesterday.")
+    assert not says_change("I watched a documentary about glaciers.")
 
 
 def test_newer_note_ranks_above_the_older_one_it_updates(
@@ -85,7 +89,7 @@ def test_recall_missing_the_newer_version_pulls_it_in(
 ) -> None:
     mem = _mem(store, embedder)
     old = mem.add_note(namespace, "Ana drives a red Volvo to work.", valid_at=MARCH)
-    new = mem.add_note(namespace, "Ana drives a red Tesla to work.", valid_at=JUNE)
+    new = mem.add_note(namespace, "Ana drives a red Tesla to work now.", valid_at=JUNE)
     query = "Ana drives a red Volvo"
     for k2, want in ((3, [new.id, old.id]), (1, [new.id])):
         hits = mem.retrieve(namespace, query, kinds=("Note",), k1=1, k2=k2, lam=0.0).hits
@@ -102,11 +106,14 @@ def test_a_chain_of_versions_ranks_newest_first_whatever_the_order_written(
     v3 = mem.add_note(namespace, "I work as a baker at the old mill now.", valid_at=AUGUST)
     v1 = mem.add_note(namespace, "I work as a nurse at the old mill.", valid_at=MARCH)
     v2 = mem.add_notes(
-        namespace, [{"content": "I work as a pilot at the old mill.", "valid_at": JUNE}]
+        namespace, [{"content": "I work as a pilot at the old mill since May.", "valid_at": JUNE}]
     )[0]
     assert v1.updated_by is not None  # returned as stored: already updated when written
     ranked = _ranked(mem, namespace, "I work as a nurse at the old mill")
-    assert ranked.index(v3.id) < ranked.index(v2.id) < ranked.index(v1.id)
+    # The newest first; the two it updates below it, by their own scores (the query is v1's).
+    assert ranked == [v3.id, v1.id, v2.id]
+    stored = store.get_many(namespace, [v1.id, v2.id])
+    assert [m.updated_by for m in stored if isinstance(m, Note)] == [v3.id, v3.id]
 
 
 def test_notes_of_different_people_or_said_at_once_are_not_versions(
@@ -127,6 +134,18 @@ def test_notes_of_different_people_or_said_at_once_are_not_versions(
     for note in (ana, bruno, *both):
         stored = store.get(namespace, note.id)
         assert isinstance(stored, Note) and stored.updated_by is None, note.content
+    assert not any(e.kind is EdgeKind.UPDATES for e in store.iter_edges(namespace))
+
+
+def test_a_second_event_of_a_kind_is_not_an_update(
+    store: MemoryStore, embedder: HashingEmbedder, namespace: str
+) -> None:
+    mem = _mem(store, embedder)
+    first = mem.add_note(namespace, "I watched a documentary about chess last night.")
+    mem.add_note(namespace, "I watched a documentary about glaciers last night.")
+    mem.add_note(namespace, "I tried a new recipe for polenta yesterday.")
+    stored = store.get(namespace, first.id)
+    assert isinstance(stored, Note) and stored.updated_by is None
     assert not any(e.kind is EdgeKind.UPDATES for e in store.iter_edges(namespace))
 
 

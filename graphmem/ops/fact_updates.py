@@ -1,6 +1,6 @@
 """Fact updates: a newer note about the same thing ranks above the older one it updates.
 
-Why and how, in full: docs/design/retrieval.md, "Newer facts above the ones they update".
+Why and how, in full: docs/design.md §2.2.5 (and "Module notes", ``graphmem.ops.fact_updates``).
 
 People restate facts as they change ("Ana lives in Porto." in March, "Ana moved to Lisbon last
 month." in June). Both notes stay: the older one still answers "where did Ana live before?".
@@ -32,8 +32,8 @@ notes it updates are found and marked, and retrieval orders by it:
 >>> new = mem.add_note("demo", "Ana lives in Lisbon now.", valid_at="2024-06-01")
 >>> mem.get("demo", old.id).updated_by == new.id
 True
->>> sorted(subjects("My sister Ana's flat is in Porto."))
-['<speaker>', 'ana', 'porto']
+>>> sorted(subjects("Ana's flat is in Porto. My sister lives there."))
+['<speaker>', 'ana']
 """
 
 from __future__ import annotations
@@ -79,6 +79,7 @@ _THREADS = 8
 """Neighbour look-ups at once on a store that answers reads in parallel (a server)."""
 
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
+_SENTENCE = re.compile(r"[.!?;:\n]+(?:\s|$)")
 _FIRST_PERSON_TEXT = "i me my mine myself i'm i've i'd i'll im ive we us our ours we're we've"
 _FIRST_PERSON = frozenset(_FIRST_PERSON_TEXT.split())
 _POSSESSIVE = ("'s", "’s", "'", "’")
@@ -88,28 +89,51 @@ _NOT_NAMES_TEXT = """
     friday saturday sunday january february march april june july august september october
     november december morning evening"""
 _NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
+_CHANGE_TEXT = """
+    now nowadays currently current anymore instead since newly moved relocated settled changed
+    switched replaced upgraded swapped started joined quit retired promoted hired sold became
+    become renamed updated"""
+_CHANGE_WORDS = frozenset(_CHANGE_TEXT.split())
+_CHANGE_PHRASES = ("no longer", "these days", "not anymore", "any more")
+_EVENT_TIMES = ("yesterday", "last night", "tonight", "this morning", "this afternoon", "other day")
+"""A "new" thing on a day ("a new recipe yesterday") is an event, not a changed fact."""
 """Capitalised words that start sentences or say when, not what a statement is about."""
 
 
 def subjects(text: str) -> set[str]:
-    """What ``text`` is about, as far as rules can tell: the words it capitalises that are not
-    common words (names, places, products), lower-cased, and :data:`SPEAKER` when it speaks in
-    the first person. Two notes that share none are never two versions of one fact."""
+    """Who or what ``text`` states facts about, as far as rules can tell: in each sentence, the
+    first word that is a first-person pronoun (:data:`SPEAKER`) or a capitalised word that is
+    not a common one (a name: "Ana", "Porto"), lower-cased. Only the first: in "Ana moved to
+    Porto" the fact is Ana's, and Porto is its value, which other people's facts may share. Two
+    notes that share no subject are never two versions of one fact."""
     out: set[str] = set()
-    for word in _WORD.findall(text):
-        lower = word.lower()
-        if lower in _FIRST_PERSON:
-            out.add(SPEAKER)
-            continue
-        if not word[0].isupper():
-            continue
-        for tail in _POSSESSIVE:
-            if lower.endswith(tail):
-                lower = lower[: -len(tail)]
+    for sentence in _SENTENCE.split(text):
+        for word in _WORD.findall(sentence):
+            lower = word.lower()
+            if lower in _FIRST_PERSON:
+                out.add(SPEAKER)
                 break
-        if len(lower) > 1 and lower not in STOP_WORDS and lower not in _NOT_NAMES:
-            out.add(lower)
+            if not word[0].isupper():
+                continue
+            for tail in _POSSESSIVE:
+                if lower.endswith(tail):
+                    lower = lower[: -len(tail)]
+                    break
+            if len(lower) > 1 and lower not in STOP_WORDS and lower not in _NOT_NAMES:
+                out.add(lower)
+                break
     return out
+
+
+def says_change(text: str) -> bool:
+    """Whether ``text`` says that something changed or holds now ("moved to", "a new job",
+    "no longer", "these days", ...): what a newer version of a fact says, where a second event
+    of the same kind ("I watched a documentary about glaciers") does not."""
+    lower = text.lower()
+    words = set(_WORD.findall(lower))
+    if words & _CHANGE_WORDS or any(p in lower for p in _CHANGE_PHRASES):
+        return True
+    return "new" in words and not any(t in lower for t in _EVENT_TIMES)
 
 
 def stated_at(note: Note) -> datetime:
@@ -271,7 +295,8 @@ def _pairs(note: Note, recalled: Sequence[Recall], cfg: FactUpdatesConfig) -> li
         if sim < top - cfg.margin:
             continue
         newer, older = (note, other) if when > stated_at(other) else (other, note)
-        out.append(_Pair(newer=newer, older=older, sim=sim, subject=subject))
+        if says_change(newer.content):
+            out.append(_Pair(newer=newer, older=older, sim=sim, subject=subject))
     return out
 
 
@@ -396,6 +421,7 @@ __all__ = [
     "link_updates",
     "mark",
     "newer_first",
+    "says_change",
     "stated_at",
     "subjects",
 ]
