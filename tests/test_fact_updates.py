@@ -76,6 +76,18 @@ def test_newer_note_ranks_above_the_older_one_it_updates(
     # Without fact updates, "Porto" in the query puts the older note first.
     off = _mem(store, embedder, on=False)
     assert _ranked(off, namespace, "Where does Ana live with her cats in Porto?")[0] == old.id
+    # An episode's story says it too.
+    r = mem.retrieve(
+        namespace,
+        "Where does Ana live with her cats in Porto?",
+        kinds=("Note",),
+        lam=0.0,
+        open_episode=True,
+    )
+    assert r.episode_id is not None
+    story = mem.explain_episode(namespace, r.episode_id)
+    offers = {o.id: o for o in story.offered}
+    assert offers[old.id].updated_by == new.id and f"updated by {new.id}" in story.render()
     # History tells it both ways.
     assert f"updated by {new.id}" in mem.history(namespace, old.id).render()
     links = mem.history(namespace, new.id).links
@@ -96,6 +108,10 @@ def test_recall_missing_the_newer_version_pulls_it_in(
         assert [h.memory.id for h in hits] == want, k2
         assert hits[0].newer_than == old.id and hits[0].sim < 1.0
     assert _ranked(_mem(store, embedder, on=False), namespace, query, k1=1) == [old.id]
+    r = mem.retrieve(namespace, query, kinds=("Note",), k1=1, k2=3, lam=0.0, open_episode=True)
+    assert r.episode_id is not None
+    offered = mem.explain_episode(namespace, r.episode_id).offered
+    assert [(o.id, o.newer_than) for o in offered] == [(new.id, old.id), (old.id, None)]
 
 
 def test_a_chain_of_versions_ranks_newest_first_whatever_the_order_written(

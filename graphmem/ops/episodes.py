@@ -190,6 +190,7 @@ def record_retrieval(
                 "z_q": hit.z_q,
                 "score": hit.score,
                 "explored": retrieval.explored,
+                **({"newer_than": hit.newer_than} if hit.newer_than else {}),
             },
         )
         for hit in retrieval.hits

@@ -22,6 +22,7 @@ from graphmem.models import (
     EpisodeStatus,
     MemoryKind,
     Namespace,
+    Note,
     check_id,
 )
 from graphmem.ops.context import MemoryContext
@@ -44,6 +45,14 @@ class Offer(BaseModel):
     credited: bool = Field(default=False, description="The episode's reward moved its Q.")
     q_before: float | None = Field(default=None, description="Its Q just before the credit.")
     q_after: float | None = Field(default=None, description="Its Q right after the credit.")
+    newer_than: str | None = Field(
+        default=None,
+        description="Fact updates: the older note this one was ranked above, as its newer "
+        "statement.",
+    )
+    updated_by: str | None = Field(
+        default=None, description="Fact updates: the newer note that updates this one, if any."
+    )
 
 
 class EpisodeReport(BaseModel):
@@ -80,6 +89,10 @@ class EpisodeReport(BaseModel):
                 mark += f", Q {o.q_before:.3f} → {o.q_after:.3f}"
             elif self.status is EpisodeStatus.FINISHED:
                 mark += ", not credited"
+            if o.newer_than:
+                mark += f", newer than {o.newer_than}"
+            if o.updated_by:
+                mark += f", updated by {o.updated_by}"
             lines.append(f"    {' '.join(parts)}  {o.kind} {o.id}: {o.summary}  [{mark}]")
         return "\n".join(lines)
 
@@ -127,6 +140,8 @@ def episode_report(store: MemoryStore, namespace: Namespace, episode_id: str) ->
                 credited=credited,
                 q_before=q_before,
                 q_after=q_after if credited else None,
+                newer_than=newer if isinstance(newer := props.get("newer_than"), str) else None,
+                updated_by=memory.updated_by if isinstance(memory, Note) else None,
             )
         )
     offers.sort(key=lambda o: (o.rank if o.rank is not None else 1 << 30, o.id))
