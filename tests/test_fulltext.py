@@ -362,6 +362,15 @@ def test_neo4j_one_statement_answers_as_the_two_do(
                 (r.memory.id, r.score, r.superseded) for r in want_t
             ], query
             assert {r.memory.namespace for r in [*got_v, *got_t]} <= {namespace}
+            # The same with the keyword list as ids (what hybrid recall asks).
+            ids_v, ids_t = store.recall_hybrid_ids(
+                namespace, vec(dim, 1, 2, 1), query, k, text_k, kinds=kinds, min_sim=floor
+            )
+            assert [(r.memory.id, r.sim) for r in ids_v] == [(r.memory.id, r.sim) for r in got_v]
+            assert ids_t == [
+                (r.memory.id, r.score, not r.superseded and r.memory.embedding is not None)
+                for r in got_t
+            ], query
     finally:
         drop_namespaces(store, namespace)
 

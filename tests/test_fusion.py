@@ -4,7 +4,7 @@ channels on two crafted cases, on both stores; plain RRF at 1 : 1 loses one of t
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
@@ -13,8 +13,19 @@ from graphmem import GraphMemory
 from graphmem.config import RetrievalConfig
 from graphmem.embedding import HashingEmbedder, Matrix
 from graphmem.errors import ConfigError
-from graphmem.ops.fusion import adaptive_text_weight, keyword_peak
+from graphmem.models import Edge, EdgeKind
+from graphmem.ops.fusion import (
+    PEAK_DEPTH,
+    FusedPool,
+    adaptive_text_weight,
+    hybrid_candidates,
+    keyword_peak,
+    rrf,
+)
+from graphmem.ops.retrieve import _similar_candidates as _similar
+from graphmem.ops.similarity import cosine
 from graphmem.stores.base import MemoryStore
+from graphmem.testing import note, vec
 
 DIM = 384
 
@@ -110,3 +121,97 @@ def test_hybrid_is_on_by_default_and_yields_to_graph_expansion() -> None:
     assert RetrievalConfig(**{**expanded.model_dump(exclude_unset=True), "expand": "off"}).hybrid
     with pytest.raises(ConfigError, match="expand and hybrid"):
         RetrievalConfig(expand="tasks", hybrid=True)
+
+
+class _WithoutIds:
+    """A store with its keyword answers by id (``recall_text_ids``, ``recall_hybrid_ids``)
+    hidden: hybrid recall then reads every keyword match's memory, as it did before them."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("recall_text_ids", "recall_hybrid_ids"):
+            raise AttributeError(name)
+        return getattr(self._store, name)
+
+
+def _reference(
+    store: MemoryStore, namespace: str, query: str, vector: list[float], cfg: RetrievalConfig
+) -> tuple[Any, ...]:
+    """The pool as the module doc defines it, from both lists read whole (every keyword
+    match's memory): the fused order, cosines to 9 places, fused scores and ranks."""
+    vector_list = _similar(store, namespace, vector, cfg)
+    adaptive = cfg.fusion == "adaptive"
+    text_k = max(cfg.k1, PEAK_DEPTH) if adaptive else cfg.k1
+    found = store.recall_text(namespace, query, text_k, kinds=list(cfg.kinds))
+    gone = store.superseded(namespace, [r.memory.id for r in found])
+    text = [r.memory for r in found if r.memory.id not in gone and r.memory.embedding is not None]
+    weight = adaptive_text_weight([r.score for r in found]) if adaptive else cfg.text_weight
+    vector_ids, text_ids = [m.id for m, _ in vector_list], [m.id for m in text]
+    fused = rrf([vector_ids, text_ids], [cfg.vector_weight, weight])
+    sims = {m.id: sim for m, sim in vector_list}
+    for m in text:
+        sims.setdefault(m.id, cosine(vector, m.embedding))
+    kept = [i for i in sims if fused[i] > 0.0] or list(sims)
+    order = sorted(kept, key=lambda i: (-fused[i], -sims[i], i))[: cfg.k1]
+    ranks = ({i: r for r, i in enumerate(ids, start=1)} for ids in (vector_ids, text_ids))
+    return ([(i, round(sims[i], 9)) for i in order], [fused[i] for i in order], *ranks, weight)
+
+
+def _pool(pool: FusedPool) -> tuple[Any, ...]:
+    return (
+        [(m.id, round(sim, 9)) for m, sim in pool.candidates],
+        pool.fused,
+        pool.vector_rank,
+        pool.text_rank,
+        pool.text_weight,
+    )
+
+
+def test_the_pool_is_the_fusion_of_both_whole_lists(store: MemoryStore, namespace: str) -> None:
+    """Hybrid recall reads only the keyword-only memories that can enter its pool (none when
+    the keywords weigh 0), from keyword matches answered as ids where the store can: the pool
+    is the fusion of both lists read whole, with superseded, obsolete and unembedded matches
+    and ties at the cut; and the same from a store that answers only ``recall_text``."""
+    words = ["amber", "falcon", "harbour", "ferry", "lantern", "copper", "meadow", "quartz"]
+    memories = [
+        note(
+            namespace,
+            f"n{i:02d}",
+            " ".join(words[(i * j) % len(words)] for j in range(1, 2 + i % 5)),
+            None if i % 11 == 5 else vec(DIM, 1.0, (i % 7) / 3, (i % 4) / 2, i / 40),
+        )
+        for i in range(40)
+    ]
+    memories[3].__dict__["obsolete"] = True
+    memories.append(note(namespace, "rare", "invoice QZ7781 paid", vec(DIM, 0.1, 1.0)))
+    superseded = [Edge(namespace=namespace, kind=EdgeKind.SUPERSEDES, src="n01", dst="n02")]
+    store.upsert(memories, superseded)
+    plain = cast(MemoryStore, _WithoutIds(store))
+    assert not hasattr(plain, "recall_text_ids") and hasattr(store, "recall_text_ids")
+    query_vector = vec(DIM, 1.0, 0.5)
+    none = {"fusion": "rrf", "vector_weight": 0.0, "text_weight": 0.0, "floor": 0.9}  # by cosine
+    entered = 0
+    for query in ["amber falcon", "QZ7781 ferry", "harbour copper meadow quartz", "unknown"]:
+        found = store.recall_text(namespace, query, 12)
+        assert cast(Any, store).recall_text_ids(namespace, query, 12) == [
+            (r.memory.id, r.score, not r.superseded and r.memory.embedding is not None)
+            for r in found
+        ]
+        for over in [
+            {},
+            {"fusion": "rrf"},
+            {"fusion": "rrf", "vector_weight": 0.0},
+            {"k1": 3},
+            none,
+        ]:
+            cfg = RetrievalConfig(**{"k1": 8, "kinds": ("Note",), **over})
+            want = _reference(store, namespace, query, query_vector, cfg)
+            for s, one_statement in [(store, True), (store, False), (plain, True)]:
+                pool = hybrid_candidates(
+                    s, namespace, query, query_vector, cfg, _similar, one_statement=one_statement
+                )
+                assert _pool(pool) == want, (query, over, one_statement)
+                entered += sum(1 for m, _ in pool.candidates if m.id not in pool.vector_rank)
+    assert entered >= 20  # keyword-only memories were read into pools, several at a time

@@ -32,11 +32,12 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from graphmem.config import RetrievalConfig
 from graphmem.models import AnyMemory, Hit
 from graphmem.ops.similarity import cosines
-from graphmem.stores.base import MemoryStore
+from graphmem.stores.base import MemoryStore, TextRecall
 
 VectorCandidates = Callable[
     [MemoryStore, str, list[float], RetrievalConfig], list[tuple[AnyMemory, float]]
@@ -128,15 +129,27 @@ def hybrid_candidates(
     A store with ``recall_hybrid`` (Neo4j) answers both lists in one round trip (unless
     ``one_statement`` is false, which bench.speed_hybrid uses to time the other way); else a
     store whose ``parallel_reads`` is true (each read its own session) is asked for the keyword
-    list in a worker thread while it answers the vector recall."""
+    list in a worker thread while it answers the vector recall. Where the store offers it
+    (``recall_text_ids``, ``recall_hybrid_ids``: both built-in stores), the keyword list comes
+    as ids and scores, and only the keyword-only memories whose fused score can still place
+    them in the pool are read afterwards (with the keywords weighed 0, none is): the pool is
+    the same, and the memories the fusion drops are never copied out or decoded."""
     adaptive = cfg.fusion == "adaptive"
     text_k = cfg.text_k if cfg.text_k is not None else cfg.k1
     if adaptive and cfg.text_k is None:
         text_k = max(text_k, PEAK_DEPTH)  # the peak compares the best with the next ones
     kinds = list(cfg.kinds)
-    both = getattr(store, "recall_hybrid", None) if one_statement else None
+    # The keyword list without its memories where the store offers it (both built-in stores):
+    # only the few keyword-only memories that can still enter the pool are read afterwards.
+    by_ids = getattr(store, "recall_text_ids", None)
+    both, ids = None, False
+    if one_statement:
+        both = getattr(store, "recall_hybrid_ids", None)
+        ids = both is not None
+        if both is None:
+            both = getattr(store, "recall_hybrid", None)
     if both is not None:
-        recalled, found = both(
+        recalled, answered = both(
             namespace, vector, query, cfg.k1, text_k, kinds=kinds, min_sim=cfg.floor
         )
         live = [r for r in recalled if not r.superseded]
@@ -148,43 +161,54 @@ def hybrid_candidates(
             vector_list = [(r.memory, float(r.sim)) for r in live]
     elif getattr(store, "parallel_reads", False):
         # A server store answers the two channels at once: two round trips in the time of one.
-        pending = _pool().submit(store.recall_text, namespace, query, text_k, kinds=kinds)
+        ids = by_ids is not None
+        pending = _pool().submit(by_ids or store.recall_text, namespace, query, text_k, kinds=kinds)
         try:
             vector_list = by_vector(store, namespace, vector, cfg)
         finally:
-            found = pending.result()
+            answered = pending.result()
     else:
+        ids = by_ids is not None
         vector_list = by_vector(store, namespace, vector, cfg)
-        found = store.recall_text(namespace, query, text_k, kinds=kinds)
-    unknown = [r.memory.id for r in found if r.superseded is None]
-    dropped = store.superseded(namespace, unknown) if unknown else set()
+        answered = (by_ids or store.recall_text)(namespace, query, text_k, kinds=kinds)
+    found = _text_hits(store, namespace, answered, ids)
     # A memory without an embedding is not meant to be recalled (a proceduralized build's
     # DISTILLED_FROM trajectory): vector recall cannot find it, so keywords do not either.
-    text_list = [
-        r.memory
-        for r in found
-        if not r.superseded and r.memory.id not in dropped and r.memory.embedding is not None
-    ]
+    text_list = [hit for hit in found if hit.recallable]
 
     memories: dict[str, AnyMemory] = {}
     sims: dict[str, float] = {}
     for memory, sim in vector_list:
         memories[memory.id], sims[memory.id] = memory, sim
-    text_only = [m for m in text_list if m.id not in memories]
-    for memory, sim in zip(
-        text_only, cosines(vector, [m.embedding for m in text_only]), strict=True
-    ):
-        memories[memory.id], sims[memory.id] = memory, sim
     vector_ids = [m.id for m, _ in vector_list]
-    text_ids = [m.id for m in text_list]
+    text_ids = [hit.id for hit in text_list]
     text_weight = cfg.text_weight
     if adaptive:
-        text_weight = adaptive_text_weight([r.score for r in found], cfg.text_weight)
+        text_weight = adaptive_text_weight([hit.score for hit in found], cfg.text_weight)
     fused = rrf([vector_ids, text_ids], [cfg.vector_weight, text_weight], k=cfg.rrf_k)
     # A list of weight 0 adds no candidates: with the keywords weighed 0 the pool is the
     # vector recall's, as without hybrid.
-    kept = [i for i in memories if fused[i] > 0.0] or list(memories)
-    order = sorted(kept, key=lambda i: (-fused[i], -sims[i], i))[: cfg.k1]
+    kept = [i for i in vector_ids if fused[i] > 0.0]
+    text_only = [hit for hit in text_list if hit.id not in memories]
+    entering = [hit for hit in text_only if fused[hit.id] > 0.0]
+    if not kept and not entering:
+        kept, entering = vector_ids, text_only
+    if 0 < cfg.k1 < len(kept) + len(entering):
+        # Only a keyword-only memory whose fused score reaches the k1-th best can be in the
+        # pool: only those are read (when the store did not send them) and get a cosine.
+        scores = sorted([fused[i] for i in kept] + [fused[h.id] for h in entering], reverse=True)
+        entering = [hit for hit in entering if fused[hit.id] >= scores[cfg.k1 - 1]]
+    missing = [hit.id for hit in entering if hit.memory is None]
+    read = {m.id: m for m in store.get_many(namespace, missing)} if missing else {}
+    arrived = [  # a memory deleted since the keyword search is left out
+        m
+        for hit in entering
+        if (m := hit.memory if hit.memory is not None else read.get(hit.id)) is not None
+    ]
+    for memory, sim in zip(arrived, cosines(vector, [m.embedding for m in arrived]), strict=True):
+        memories[memory.id], sims[memory.id] = memory, sim
+    order = sorted(kept + [m.id for m in arrived], key=lambda i: (-fused[i], -sims[i], i))
+    order = order[: cfg.k1]
     return FusedPool(
         candidates=[(memories[i], sims[i]) for i in order],
         fused=[fused[i] for i in order],
@@ -192,6 +216,37 @@ def hybrid_candidates(
         text_rank={i: r for r, i in enumerate(text_ids, start=1)},
         text_weight=text_weight,
     )
+
+
+@dataclass(frozen=True)
+class _TextHit:
+    """One keyword match: its memory id, BM25 score, whether vector recall could return it
+    (live: not superseded, with an embedding) and the memory when the store sent it."""
+
+    id: str
+    score: float
+    recallable: bool
+    memory: AnyMemory | None
+
+
+def _text_hits(store: MemoryStore, namespace: str, answered: Any, ids: bool) -> list[_TextHit]:
+    """The keyword list as hits: ``recall_text_ids``'s (id, score, recallable) rows as they
+    are (``ids``), or ``recall_text``'s, the superseded flags the store left open read in one
+    call."""
+    if ids:
+        return [_TextHit(i, float(score), bool(ok), None) for i, score, ok in answered]
+    found = cast(Sequence[TextRecall], answered)
+    unknown = [r.memory.id for r in found if r.superseded is None]
+    dropped = store.superseded(namespace, unknown) if unknown else set()
+    return [
+        _TextHit(
+            r.memory.id,
+            r.score,
+            not r.superseded and r.memory.id not in dropped and r.memory.embedding is not None,
+            r.memory,
+        )
+        for r in found
+    ]
 
 
 _POOL: ThreadPoolExecutor | None = None

@@ -25,7 +25,9 @@ def cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -
     m = np.asarray([vectors[i] for i in rows], dtype=np.float64)
     with np.errstate(all="ignore"):
         norms = np.linalg.norm(m, axis=1) * float(np.linalg.norm(q))
-        sims = (m @ q) / norms
+        # Row by row (einsum, not a BLAS product, whose last bits depend on the batch): a
+        # memory's cosine is the same whichever others are scored with it.
+        sims = np.einsum("ij,j->i", m, q) / norms
     for i, sim, ok in zip(rows, sims.tolist(), np.isfinite(sims).tolist(), strict=True):
         # Rows that overflow or have no norm go the careful way.
         out[i] = float(np.clip(sim, -1.0, 1.0)) if ok else cosine(query, vectors[i])

@@ -32,6 +32,7 @@ at 20k memories of a small vocabulary, this index well under one.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from array import array
@@ -103,11 +104,19 @@ def _kind_code(kind: str) -> int:
     return KIND_CODES.index(kind) if kind in KIND_CODES else -1
 
 
+def _kth_best(scores: npt.NDArray[np.float64], k: int) -> float:
+    """The k-th largest of ``scores`` (1 <= k <= len). Partitioned negated, so the k-th place
+    from the start: numpy's selection of a place near the end of an array whose low values
+    repeat by the thousand (one common word's matches) took ten times longer."""
+    return -float(np.partition(-scores, k - 1)[k - 1])
+
+
 class _Scoring:
     """A table's arrays as numpy reads them, and each searched term's live rows with their
-    BM25 term-frequency part, tf·(k1 + 1) / (tf + k1·(1 − b + b·length / avgdl)): computed by
-    the first search that needs them and reused until the table changes (a write drops them),
-    so a search of an unchanged table only multiplies each term's by its idf and adds them up."""
+    BM25 score for the term, idf · tf·(k1 + 1) / (tf + k1·(1 − b + b·length / avgdl)):
+    computed by the first search that needs them and reused until the table changes (a write
+    drops them; the idf depends only on the table), so a search of an unchanged table only
+    adds them up."""
 
     MAX_TERMS = 4096  # terms kept; past this many the cache starts afresh
 
@@ -149,7 +158,9 @@ class _Scoring:
             live = self.alive[rows]
             rows, tf = rows[live], tf[live]
             norm = K1 * (1.0 - B + B * self.lengths[rows] / self.avgdl)
-            held = self.terms[term] = (rows, tf * (K1 + 1.0) / (tf + norm))
+            n, df = len(table.rows), table.df[term]
+            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            held = self.terms[term] = (rows, idf * (tf * (K1 + 1.0) / (tf + norm)))
         return held
 
 
@@ -256,24 +267,43 @@ class _Table:
         scoring = self._scoring
         if scoring is None:
             scoring = self._scoring = _Scoring(self)
-        scores = np.zeros(len(self.ids), dtype=np.float64)
-        touched = False
-        for term in dict.fromkeys(terms):
-            df = self.df.get(term, 0)
-            if df == 0 or df > cap:
-                continue
-            rows, weights = scoring.term(self, term)
-            scores[rows] += math.log(1.0 + (n - df + 0.5) / (df + 0.5)) * weights
-            touched = True
-        if not touched:
+        parts = [
+            scoring.term(self, term)
+            for term in dict.fromkeys(terms)
+            if 0 < self.df.get(term, 0) <= cap
+        ]
+        if not parts:
             return []
-        found = np.flatnonzero((scores > 0) & scoring.allowed(kinds, include_obsolete))
+        # Each row's terms added up in the query's order, as one scattered sum (of floats:
+        # the stubs type bincount as counting).
+        scores: npt.NDArray[np.float64] = np.bincount(  # type: ignore[assignment]
+            np.concatenate([rows for rows, _ in parts]),
+            weights=np.concatenate([term_scores for _, term_scores in parts]),
+            minlength=len(self.ids),
+        )
+        rarest = min((rows for rows, _ in parts), key=len)
+        allowed = scoring.allowed(kinds, include_obsolete)
+        # A floor at or below the k-th best score: the k-th best of the rarest term's rows (a
+        # subset of the matches, so its k-th best is no better). Only the rows that reach it
+        # are partitioned, a few of the many a common word matches.
+        floor = 0.0
+        if len(rarest) > 4 * k:
+            held = scores[rarest[allowed[rarest]]]
+            if len(held) >= k:
+                floor = _kth_best(held, k)
+        found = np.flatnonzero(((scores >= floor) if floor > 0 else (scores > 0)) & allowed)
+        ids = self.ids
+        tied: list[tuple[str, float]] = []
         if len(found) > k:
-            # Everything at least as good as the k-th best, so ties at the cut go by id.
-            kth = np.partition(scores[found], len(found) - k)[len(found) - k]
-            found = found[scores[found] >= kth]
-        ranked = sorted((-float(scores[r]), self.ids[r]) for r in found)[:k]
-        return [(memory_id, -neg) for neg, memory_id in ranked]
+            # The k-th best score: what beats it is in, and the places left go to the memories
+            # that tie with it, by id (texts of one template tie by the hundred).
+            held = scores[found]
+            kth = _kth_best(held, k)
+            level = found[held == kth].tolist()
+            found = found[held > kth]
+            tied = [(i, kth) for i in heapq.nsmallest(k - len(found), (ids[r] for r in level))]
+        ranked = sorted((-float(scores[r]), ids[r]) for r in found.tolist())
+        return [(memory_id, -neg) for neg, memory_id in ranked] + tied
 
     def problems(self) -> list[str]:
         """Where the postings, counts and lengths disagree with the rows' terms."""

@@ -394,6 +394,11 @@ class GraphState:
             self.text.build(namespace, (unpack(p) for _, p in space.graph.nodes()))
         return self.text.search(namespace, terms, k, kinds=kinds, include_obsolete=include_obsolete)
 
+    def recallable(self, namespace: str, memory_id: str) -> bool:
+        """Whether the memory holds an embedding (what vector recall searches)."""
+        space = self.spaces.get(namespace)
+        return space is not None and space.vectors is not None and memory_id in space.vectors
+
     def is_superseded(self, namespace: str, memory_id: str) -> bool:
         """Whether another memory SUPERSEDES this one (straight from the adjacency)."""
         space = self.spaces.get(namespace)

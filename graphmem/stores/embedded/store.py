@@ -798,6 +798,32 @@ class EmbeddedStore(MemoryStore):
                 for i, score in found
             ]
 
+    def recall_text_ids(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[tuple[str, float, bool]]:
+        """:meth:`recall_text`'s answer without the memories: (memory id, score, whether
+        vector recall could return it: not superseded and with an embedding), best first.
+        Hybrid recall (``ops.fusion``) reads the memories of only the few that can reach its
+        pool: a copy of a memory costs more than scoring the query's words."""
+        check_text_query(query, k)
+        kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
+        terms = query_terms(query)
+        if not terms or k == 0:
+            return []
+        with self._read():
+            state = self._state
+            found = state.text_search(namespace, terms, k, kind_values, include_obsolete)
+            return [
+                (i, score, state.recallable(namespace, i) and not state.is_superseded(namespace, i))
+                for i, score in found
+            ]
+
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
         memory_kind = _memory_kind(kind)
         if not isinstance(content_hash, str) or not content_hash:

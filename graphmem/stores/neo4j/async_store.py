@@ -150,6 +150,39 @@ class AsyncNeo4jStore(ops.Neo4jBase, AsyncMemoryStore):
             self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
         )
 
+    async def recall_text_ids(
+        self,
+        namespace: str,
+        query: str,
+        k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        include_obsolete: bool = False,
+    ) -> list[tuple[str, float, bool]]:
+        """:meth:`recall_text`'s answer without the memories: (memory id, score, whether
+        vector recall could return it: not superseded and with an embedding), best first; see
+        :func:`graphmem.stores.neo4j.fulltext.recall_text_ids`."""
+        return await fulltext.recall_text_ids(
+            self, namespace, query, k, kinds=kinds, include_obsolete=include_obsolete
+        )
+
+    async def recall_hybrid_ids(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        query: str,
+        k: int,
+        text_k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        min_sim: float | None = None,
+    ) -> tuple[list[Recall], list[tuple[str, float, bool]]]:
+        """:meth:`recall_hybrid` with the keyword list as :meth:`recall_text_ids` answers it:
+        what hybrid recall (:mod:`graphmem.ops.fusion`) asks."""
+        return await fulltext.recall_hybrid_ids(
+            self, namespace, vector, query, k, text_k, kinds=kinds, min_sim=min_sim
+        )
+
     async def recall_hybrid(
         self,
         namespace: str,

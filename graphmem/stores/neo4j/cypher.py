@@ -652,17 +652,29 @@ WITH m, score LIMIT $k
 RETURN properties(m) AS props, score, EXISTS { (m)<-[:SUPERSEDES]-(:Memory) } AS superseded
 """
 
+# Keyword recall's answer without the memories (recall_text_ids, hybrid recall): each row's id,
+# score, superseded flag and whether it holds an embedding. Decoding a memory's embedding cost
+# the client ~0.1 ms a row, and hybrid recall reads few of the keyword list's memories.
+_TEXT_ID_ROW: Final = "id: m.id, embedded: m.embedding IS NOT NULL"
+TEXT_RECALL_TOP_IDS: Final = TEXT_RECALL_TOP.replace("props: properties(m)", _TEXT_ID_ROW)
+TEXT_RECALL_IDS: Final = TEXT_RECALL.replace(
+    "RETURN properties(m) AS props,", "RETURN m.id AS id, m.embedding IS NOT NULL AS embedded,"
+)
 
-def _with_text(vector: str, returns: str) -> str:
+
+def _with_text(vector: str, returns: str, *, ids: bool = False) -> str:
     """Hybrid recall's one round trip: the first vector recall statement and TEXT_RECALL_TOP
-    (as ``$text_index``, ``$text_candidates``, ``$text_k``), each in its own subquery. The
-    vector statement's rows are collected as ``returns`` says (one map a row), or, for a
-    statement that returns one row already (RECALL_INDEX), passed as ``vector``. Both are
-    constants of this module (no value reaches the text)."""
+    (as ``$text_index``, ``$text_candidates``, ``$text_k``; its rows as TEXT_RECALL_TOP_IDS's
+    if ``ids``), each in its own subquery. The vector statement's rows are collected as
+    ``returns`` says (one map a row), or, for a statement that returns one row already
+    (RECALL_INDEX), passed as ``vector``. Both are constants of this module (no value reaches
+    the text)."""
     head, body = "", vector.strip()
     if body.startswith("CYPHER 25"):
         head, body = "CYPHER 25\n", body.removeprefix("CYPHER 25").strip()
     text = _TEXT_RECALL_TOP_BESIDE.strip()
+    if ids:
+        text = text.replace("props: properties(m)", _TEXT_ID_ROW)
     return (
         head
         + "CALL () {\n  CALL () {\n"
@@ -676,14 +688,17 @@ def _with_text(vector: str, returns: str) -> str:
     )
 
 
-HYBRID_SEARCH: Final = _with_text(
-    RECALL_SEARCH, "collect({props: props, superseded: superseded, memories: memories})"
-)
-HYBRID_SEARCH_FIELDS: Final = _with_text(
-    RECALL_SEARCH_FIELDS, "collect({props: props, superseded: superseded, memories: memories})"
-)
-HYBRID_INDEX: Final = _with_text(RECALL_INDEX, "{raw: raw, found: found, rows: rows}")
-HYBRID_EXACT: Final = _with_text(RECALL_EXACT, "collect({props: props, superseded: superseded})")
+# How each first vector-recall statement's rows come back in hybrid recall's statement.
+_VECTOR_ROWS: Final = {
+    RECALL_SEARCH: "collect({props: props, superseded: superseded, memories: memories})",
+    RECALL_SEARCH_FIELDS: "collect({props: props, superseded: superseded, memories: memories})",
+    RECALL_INDEX: "{raw: raw, found: found, rows: rows}",
+    RECALL_EXACT: "collect({props: props, superseded: superseded})",
+}
+HYBRID_SEARCH: Final = _with_text(RECALL_SEARCH, _VECTOR_ROWS[RECALL_SEARCH])
+HYBRID_SEARCH_FIELDS: Final = _with_text(RECALL_SEARCH_FIELDS, _VECTOR_ROWS[RECALL_SEARCH_FIELDS])
+HYBRID_INDEX: Final = _with_text(RECALL_INDEX, _VECTOR_ROWS[RECALL_INDEX])
+HYBRID_EXACT: Final = _with_text(RECALL_EXACT, _VECTOR_ROWS[RECALL_EXACT])
 
 _HYBRID: Final = {
     RECALL_SEARCH: HYBRID_SEARCH,
@@ -691,12 +706,15 @@ _HYBRID: Final = {
     RECALL_INDEX: HYBRID_INDEX,
     RECALL_EXACT: HYBRID_EXACT,
 }
+_HYBRID_IDS: Final = {
+    first: _with_text(first, rows, ids=True) for first, rows in _VECTOR_ROWS.items()
+}
 
 
-def hybrid(first: str) -> str:
+def hybrid(first: str, *, ids: bool = False) -> str:
     """The statement that runs ``first`` (one of the vector recall statements above) beside
-    keyword recall, in one round trip."""
-    return _HYBRID[first]
+    keyword recall, in one round trip (keyword rows as TEXT_RECALL_TOP_IDS's if ``ids``)."""
+    return (_HYBRID_IDS if ids else _HYBRID)[first]
 
 
 FULLTEXT_INDEX_INFO: Final = """

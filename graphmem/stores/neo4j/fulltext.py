@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from graphmem.errors import InvalidInput, StoreError
 from graphmem.models import MemoryKind, check_vector, construct
@@ -37,6 +37,11 @@ if TYPE_CHECKING:
     from graphmem.stores.neo4j.ops import Neo4jBase
 
 
+TextId = tuple[str, float, bool]
+"""A keyword match without its memory: (memory id, score, whether vector recall could return
+it: not superseded and with an embedding), as ``recall_text_ids`` answers."""
+
+
 async def recall_text(
     store: Neo4jBase,
     namespace: str,
@@ -48,6 +53,35 @@ async def recall_text(
 ) -> list[TextRecall]:
     """Top-k memories of the namespace by Lucene's BM25 for the query's words, best first,
     ties by id (see the module doc)."""
+    found = await _recall_text(store, namespace, query, k, kinds, include_obsolete, ids=False)
+    return cast(list[TextRecall], found)
+
+
+async def recall_text_ids(
+    store: Neo4jBase,
+    namespace: str,
+    query: str,
+    k: int,
+    *,
+    kinds: Sequence[MemoryKind] | None,
+    include_obsolete: bool,
+) -> list[TextId]:
+    """:func:`recall_text`'s answer without the memories (:data:`TextId` rows): what hybrid
+    recall reads, fetching the few memories that can enter its pool."""
+    found = await _recall_text(store, namespace, query, k, kinds, include_obsolete, ids=True)
+    return cast(list[TextId], found)
+
+
+async def _recall_text(
+    store: Neo4jBase,
+    namespace: str,
+    query: str,
+    k: int,
+    kinds: Sequence[MemoryKind] | None,
+    include_obsolete: bool,
+    *,
+    ids: bool,
+) -> list[TextRecall] | list[TextId]:
     check_text_query(query, k)
     kind_values = None if kinds is None else [cypher.label(x) for x in kinds]
     terms = query_terms(query)
@@ -62,14 +96,16 @@ async def recall_text(
         "k": k,
     }
 
-    async def work(tx: Tx) -> list[TextRecall]:
-        top = single(await tx.run(cypher.TEXT_RECALL_TOP, candidates=text_candidates(k), **params))
+    top_statement = cypher.TEXT_RECALL_TOP_IDS if ids else cypher.TEXT_RECALL_TOP
+
+    async def work(tx: Tx) -> list[TextRecall] | list[TextId]:
+        top = single(await tx.run(top_statement, candidates=text_candidates(k), **params))
         assert top is not None
         rows: list[Any] = top["rows"]
         if len(rows) < k and top["raw"] >= text_candidates(k):
             # The best candidates were mostly other namespaces' (or kinds'): read on, in order.
-            rows = [r.data() for r in await tx.run(cypher.TEXT_RECALL, **params)]
-        return _text_recalls(rows)
+            rows = await _read_on(tx, ids, params)
+        return _text_ids(rows) if ids else _text_recalls(rows)
 
     try:
         return await store._read(work, "keyword recall")
@@ -83,9 +119,34 @@ async def recall_text(
     ranked = rank_text(
         memories, namespace, query, k, kinds=kind_values, include_obsolete=include_obsolete
     )
-    ids = [m.id for m, _ in ranked]
-    gone = await ops.superseded(store, namespace, ids) if ids else set()
-    return [TextRecall(memory=m, score=score, superseded=m.id in gone) for m, score in ranked]
+    ranked_ids = [m.id for m, _ in ranked]
+    gone = await ops.superseded(store, namespace, ranked_ids) if ranked_ids else set()
+    found = [TextRecall(memory=m, score=score, superseded=m.id in gone) for m, score in ranked]
+    return _as_ids(found) if ids else found
+
+
+async def _read_on(tx: Tx, ids: bool, params: dict[str, Any]) -> list[Any]:
+    """Keyword recall's rows read on without a limit, in score order (TEXT_RECALL)."""
+    statement = cypher.TEXT_RECALL_IDS if ids else cypher.TEXT_RECALL
+    return [r.data() for r in await tx.run(statement, **params)]
+
+
+def _as_ids(found: Sequence[TextRecall]) -> list[TextId]:
+    return [
+        (r.memory.id, r.score, not r.superseded and r.memory.embedding is not None) for r in found
+    ]
+
+
+def _text_ids(rows: list[Any]) -> list[TextId]:
+    """Keyword recall's id rows as :data:`TextId` tuples, best first, ties by id (a row whose
+    node was deleted while it was read has no id and is skipped)."""
+    out = [
+        (row["id"], float(row["score"]), not row["superseded"] and bool(row["embedded"]))
+        for row in rows
+        if isinstance(row["id"], str)
+    ]
+    out.sort(key=lambda r: (-r[1], r[0]))
+    return out
 
 
 def _text_recalls(rows: list[Any]) -> list[TextRecall]:
@@ -123,7 +184,48 @@ async def recall_hybrid(
     of each (as :func:`~graphmem.stores.neo4j.ops.recall_memories` and :func:`recall_text`
     run them), each in its own subquery of one scoped statement; a channel whose first
     statement did not settle it reads on in the same transaction, as it would alone."""
+    recalled, found = await _recall_hybrid(
+        store, namespace, vector, query, k, text_k, kinds, min_sim, ids=False
+    )
+    return recalled, cast(list[TextRecall], found)
+
+
+async def recall_hybrid_ids(
+    store: Neo4jBase,
+    namespace: str,
+    vector: Sequence[float],
+    query: str,
+    k: int,
+    text_k: int,
+    *,
+    kinds: Sequence[MemoryKind] | None,
+    min_sim: float | None,
+) -> tuple[list[Recall], list[TextId]]:
+    """:func:`recall_hybrid` with the keyword list as :func:`recall_text_ids` answers it
+    (what hybrid recall asks: it reads only the keyword-only memories that can enter its
+    pool, usually none)."""
+    recalled, found = await _recall_hybrid(
+        store, namespace, vector, query, k, text_k, kinds, min_sim, ids=True
+    )
+    return recalled, cast(list[TextId], found)
+
+
+async def _recall_hybrid(
+    store: Neo4jBase,
+    namespace: str,
+    vector: Sequence[float],
+    query: str,
+    k: int,
+    text_k: int,
+    kinds: Sequence[MemoryKind] | None,
+    min_sim: float | None,
+    *,
+    ids: bool,
+) -> tuple[list[Recall], list[TextRecall] | list[TextId]]:
     from graphmem.stores.neo4j import ops
+
+    async def text_alone() -> list[TextRecall] | list[TextId]:
+        return await _recall_text(store, namespace, query, text_k, kinds, False, ids=ids)
 
     check_text_query(query, text_k)
     check_text_query(query, k)
@@ -135,9 +237,7 @@ async def recall_hybrid(
     terms = query_terms(query)
     if k == 0 or text_k == 0 or not terms or dimension is None or kind_values == []:
         # One channel has nothing to do: the other alone, as it runs by itself.
-        found = await recall_text(
-            store, namespace, query, text_k, kinds=kinds, include_obsolete=False
-        )
+        found = await text_alone()
         recalled = await ops.recall_memories(
             store, namespace, vector, k, kinds=kinds, include_obsolete=False, min_sim=min_sim
         )
@@ -159,36 +259,36 @@ async def recall_hybrid(
     }
     statement, args = recall.first_statement(params, k, dimension, mode)
 
-    async def work(tx: Tx) -> tuple[list[Recall], list[TextRecall]]:
-        record = single(await tx.run(cypher.hybrid(statement), **(params | args | text_params)))
+    both = cypher.hybrid(statement, ids=ids)
+
+    async def work(tx: Tx) -> tuple[list[Recall], list[TextRecall] | list[TextId]]:
+        record = single(await tx.run(both, **(params | args | text_params)))
         assert record is not None
         rows = await recall.candidates(tx, params, k, dimension, mode=mode, first=record["vector"])
         store._memories_seen = recall.memories_counted(rows, store._memories_seen)
         recalled = recall.rank(rows, checked, k, min_sim)
         text_rows: list[Any] = record["text_rows"]
         if len(text_rows) < text_k and record["text_raw"] >= text_candidates(text_k):
-            text_rows = [
-                r.data()
-                for r in await tx.run(
-                    cypher.TEXT_RECALL,
-                    index=cypher.FULLTEXT_INDEX,
-                    query=text_params["query"],
-                    namespace=namespace,
-                    kinds=kind_values,
-                    include_obsolete=False,
-                    k=text_k,
-                )
-            ]
-        return recalled, _text_recalls(text_rows)
+            text_rows = await _read_on(
+                tx,
+                ids,
+                {
+                    "index": cypher.FULLTEXT_INDEX,
+                    "query": text_params["query"],
+                    "namespace": namespace,
+                    "kinds": kind_values,
+                    "include_obsolete": False,
+                    "k": text_k,
+                },
+            )
+        return recalled, _text_ids(text_rows) if ids else _text_recalls(text_rows)
 
     try:
         return await store._read(work, "hybrid recall")
     except StoreError:
         # A missing full-text index, or a vector index replaced meanwhile: each channel by
         # itself, with its own way around it.
-        found = await recall_text(
-            store, namespace, query, text_k, kinds=kinds, include_obsolete=False
-        )
+        found = await text_alone()
         recalled = await ops.recall_memories(
             store, namespace, vector, k, kinds=kinds, include_obsolete=False, min_sim=min_sim
         )

@@ -165,6 +165,8 @@ class Neo4jStore(ops.Neo4jBase, BlockingStore):
     async_face = AsyncNeo4jStore
     ensure_constraints = blocking(AsyncNeo4jStore.ensure_constraints)
     recall_hybrid = blocking(AsyncNeo4jStore.recall_hybrid)
+    recall_hybrid_ids = blocking(AsyncNeo4jStore.recall_hybrid_ids)
+    recall_text_ids = blocking(AsyncNeo4jStore.recall_text_ids)
     text_index_problems = blocking(AsyncNeo4jStore.text_index_problems)
 
     def close(self) -> None:
