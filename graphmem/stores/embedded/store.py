@@ -740,33 +740,41 @@ class EmbeddedStore(MemoryStore):
         include_obsolete: bool = False,
         min_sim: float | None = None,
     ) -> list[Recall]:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
-        if min_sim is not None and not math.isfinite(min_sim):
-            raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
-        kind_values = None if kinds is None else [_memory_kind(x).value for x in kinds]
+        kind_values = _recall_args(k, min_sim, kinds)
         with self._read():
-            query, norm = check_vector_norm(vector, self._state.dimension)  # norm in bounds
-            unit = (query / norm).astype(np.float32)
-            space = self._state.spaces.get(namespace)
-            if space is None or space.vectors is None:
-                return []
-            hits = space.vectors.search(
-                unit, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
+            return self._recall(namespace, vector, k, kind_values, include_obsolete, min_sim)
+
+    def _recall(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        k: int,
+        kind_values: list[str] | None,
+        include_obsolete: bool,
+        min_sim: float | None,
+    ) -> list[Recall]:
+        """:meth:`recall` with its arguments checked, under the lock."""
+        query, norm = check_vector_norm(vector, self._state.dimension)  # norm in bounds
+        unit = (query / norm).astype(np.float32)
+        space = self._state.spaces.get(namespace)
+        if space is None or space.vectors is None:
+            return []
+        hits = space.vectors.search(
+            unit, k, kinds=kind_values, include_obsolete=include_obsolete, min_sim=min_sim
+        )
+        # Built without validation: the copies are of validated memories and sim a float.
+        # Whether each is superseded comes along, as from Neo4j: no second call for it.
+        return [
+            construct(
+                Recall,
+                {
+                    "memory": self._copy(namespace, i),
+                    "sim": s,
+                    "superseded": self._state.is_superseded(namespace, i),
+                },
             )
-            # Built without validation: the copies are of validated memories and sim a float.
-            # Whether each is superseded comes along, as from Neo4j: no second call for it.
-            return [
-                construct(
-                    Recall,
-                    {
-                        "memory": self._copy(namespace, i),
-                        "sim": s,
-                        "superseded": self._state.is_superseded(namespace, i),
-                    },
-                )
-                for i, s in hits
-            ]
+            for i, s in hits
+        ]
 
     def recall_text(
         self,
@@ -817,12 +825,49 @@ class EmbeddedStore(MemoryStore):
         if not terms or k == 0:
             return []
         with self._read():
-            state = self._state
-            found = state.text_search(namespace, terms, k, kind_values, include_obsolete)
-            return [
-                (i, score, state.recallable(namespace, i) and not state.is_superseded(namespace, i))
-                for i, score in found
-            ]
+            return self._text_ids(namespace, terms, k, kind_values, include_obsolete)
+
+    def _text_ids(
+        self,
+        namespace: str,
+        terms: list[str],
+        k: int,
+        kind_values: list[str] | None,
+        include_obsolete: bool,
+    ) -> list[tuple[str, float, bool]]:
+        """:meth:`recall_text_ids` with its arguments checked, under the lock."""
+        if not terms or k == 0:
+            return []
+        state = self._state
+        found = state.text_search(namespace, terms, k, kind_values, include_obsolete)
+        return [
+            (i, score, state.recallable(namespace, i) and not state.is_superseded(namespace, i))
+            for i, score in found
+        ]
+
+    def recall_hybrid_ids(
+        self,
+        namespace: str,
+        vector: Sequence[float],
+        query: str,
+        k: int,
+        text_k: int,
+        *,
+        kinds: Sequence[MemoryKind] | None = None,
+        min_sim: float | None = None,
+    ) -> tuple[list[Recall], list[tuple[str, float, bool]]]:
+        """:meth:`recall` of k and :meth:`recall_text_ids` of text_k (live memories only) in
+        one read of the store (hybrid recall's phase A, :mod:`graphmem.ops.fusion`), as
+        Neo4j's ``recall_hybrid_ids`` answers them in one statement."""
+        check_text_query(query, text_k)
+        check_text_query(query, k)  # k within bounds, as on Neo4j
+        kind_values = _recall_args(k, min_sim, kinds)
+        terms = query_terms(query)
+        with self._read():
+            return (
+                self._recall(namespace, vector, k, kind_values, False, min_sim),
+                self._text_ids(namespace, terms, text_k, kind_values, False),
+            )
 
     def find_by_hash(self, namespace: str, kind: MemoryKind, content_hash: str) -> AnyMemory | None:
         memory_kind = _memory_kind(kind)
@@ -895,6 +940,17 @@ def _finish_props(
     if dst in q_after:
         props.update(q_after=q_after[dst], alpha=alpha)
     return props
+
+
+def _recall_args(
+    k: int, min_sim: float | None, kinds: Sequence[MemoryKind] | None
+) -> list[str] | None:
+    """Recall's k and similarity floor checked; the kinds' values (None: every kind)."""
+    if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+        raise InvalidInput(f"k must be a non-negative integer, got {k!r}")
+    if min_sim is not None and not math.isfinite(min_sim):
+        raise InvalidInput(f"min_sim must be a finite number, got {min_sim!r}")
+    return None if kinds is None else [_memory_kind(x).value for x in kinds]
 
 
 def _check_ids(memory_ids: Sequence[str]) -> list[str]:
