@@ -319,7 +319,8 @@ class FactUpdatesConfig(GraphmemModel):
     earlier (``valid_at``), and its similarity is at least ``min_similarity`` and within
     ``margin`` of the most similar such note. The older note is kept and still retrieved; an
     ``UPDATES`` edge and its ``updated_by`` say which note replaced it, and retrieval ranks the
-    newer one right above it (pulling it in when recall missed it).
+    newer one right above it (pulling it in when recall missed it) when it is about as similar
+    to the query (``rank_margin``).
     """
 
     enabled: bool = Field(
@@ -338,6 +339,14 @@ class FactUpdatesConfig(GraphmemModel):
     )
     neighbours: int = Field(
         default=10, ge=1, le=100, description="Nearest notes looked at for each new note."
+    )
+    rank_margin: float | None = Field(
+        default=0.1,
+        ge=0.0,
+        le=2.0,
+        description="Retrieval moves a newer version above the note it updates only when its "
+        "similarity to the query is at least that note's less this (it must answer the query "
+        "too); None: always.",
     )
     max_words: int = Field(
         default=60,

@@ -338,7 +338,7 @@ def test_the_model_judges_a_newer_fact_the_rules_cannot_see(stub: OpenAIStub) ->
     assert len(edges) == 1 and edges[0].src == new.id and edges[0].props["source"] != "rules"
     assert [m.updated_by for m in kept] == [new.id] and kept[0].id == edges[0].dst
     assert old.content in {m.content for m in kept if isinstance(m, Note)}
-    hits = mem.retrieve("ns", "the office in the old town hall", kinds=("Note",), lam=0.0).hits
+    hits = mem.retrieve("ns", "where is the office", kinds=("Note",), lam=0.0).hits
     assert hits[0].memory.id == new.id
 
 

@@ -309,10 +309,13 @@ def newer_first(
     hits: Sequence[Hit],
     vector: Sequence[float],
     limit: int | None = None,
+    margin: float | None = None,
 ) -> list[Hit]:
     """``hits`` with each updated note right below its newest live version (module doc): that
     version moves up, or joins when it was not among them (at most ``limit`` hits, default as
-    many as given: the last give way). Hits that nothing updates keep their order."""
+    many as given: the last give way). Hits that nothing updates keep their order. ``margin``:
+    a newer version moves only when its similarity to the query is at least the updated hit's
+    less this (None: always) — it must answer the query too."""
     if not any(isinstance(h.memory, Note) and h.memory.updated_by for h in hits):
         return list(hits)
     known: dict[str, AnyMemory] = {h.memory.id: h.memory for h in hits}
@@ -328,6 +331,8 @@ def newer_first(
             up = _updater(chain[-1], known)
             if up is None or up.id in placed or any(m.id == up.id for m in chain):
                 break
+            if margin is not None and below is not None and _query_sim(up) < below.sim - margin:
+                break
             chain.append(up)
         for i in range(len(chain) - 1, 0, -1):
             newer, older = chain[i], chain[i - 1]
@@ -337,6 +342,12 @@ def newer_first(
         if memory.id not in placed:
             out.append(by_id[memory.id])
             placed.add(memory.id)
+
+    def _query_sim(memory: AnyMemory) -> float:
+        hit = by_id.get(memory.id)
+        if hit is not None:
+            return hit.sim
+        return cosine(vector, memory.embedding) if memory.embedding is not None else -1.0
 
     for hit in hits:
         if hit.memory.id not in placed:

@@ -388,8 +388,9 @@ def retrieve(
     )
     if pool is not None:
         hits = pool.annotate(hits)
-    if mem.config.fact_updates.enabled and cfg.policy is not RetrievePolicy.RANDOM:
-        hits = newer_first(mem.store, namespace, hits, vector, cfg.k2)
+    updates = mem.config.fact_updates
+    if updates.enabled and cfg.policy is not RetrievePolicy.RANDOM:
+        hits = newer_first(mem.store, namespace, hits, vector, cfg.k2, updates.rank_margin)
     withheld: list[Hit] = []
     base: Baseline | None = None
     if judge:
