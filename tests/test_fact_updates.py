@@ -68,6 +68,8 @@ def test_newer_note_ranks_above_the_older_one_it_updates(
         ids = [h.memory.id for h in hits]
         assert ids[:2] == [new.id, old.id], over
         assert hits[0].newer_than == old.id and hits[1].newer_than is None
+    prompt = mem.retrieve(namespace, query, lam=0.0, kinds=("Note",)).as_prompt()
+    assert "Note (a newer note updates this one): Ana lives in Porto" in prompt
     # Without fact updates the older note's wording is nearer the question.
     off = _mem(store, embedder, on=False)
     assert _ranked(off, namespace, query)[:2] == [old.id, new.id]

@@ -348,5 +348,17 @@ def test_save_notes_saves_a_list_in_order_or_nothing(
         assert "notes[0]" in _error(late) and "valid_at" in _error(late)
         found = _ok(await client.call_tool("search_memory", {"query": "a new fact", **mine}))
         assert len(found["hits"]) == 2  # the two saved before; nothing of the bad call
+        # A fact said again with a new value: the newer note first, the older one marked.
+        said = [
+            {"content": "Tom walks the dog at six.", "valid_at": "2024-05-03"},
+            {"content": "Tom walks the dog at seven now.", "valid_at": "2024-09-01"},
+        ]
+        old, new = _ok(await client.call_tool("save_notes", {"notes": said, **mine}))["notes"]
+        found = _ok(
+            await client.call_tool("search_memory", {"query": "when does Tom walk the dog", **mine})
+        )
+        first, second = found["hits"][:2]
+        assert (first["memory_id"], first["newer_than"]) == (new["memory_id"], old["memory_id"])
+        assert (second["memory_id"], second["updated_by"]) == (old["memory_id"], new["memory_id"])
 
     _with_server(server_env, body=body)

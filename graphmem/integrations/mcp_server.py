@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Annotated, Any, Literal, TypeVar
 
 from graphmem.extras import needs_extra
+from graphmem.models import Note
 
 with needs_extra("mcp", "the MCP server"):
     import anyio.to_thread
@@ -59,6 +60,13 @@ class MemoryHit(BaseModel):
     score: float = Field(description="(1-λ)·z_sim + λ·z_q: what the selection ranked by.")
     expected: float | None = Field(
         default=None, description="The reward it is expected to earn when used (abstention)."
+    )
+    updated_by: str | None = Field(
+        default=None,
+        description="A note: the id of a newer note that updates it (it may be out of date).",
+    )
+    newer_than: str | None = Field(
+        default=None, description="The id of the older note this one was ranked above."
     )
 
 
@@ -238,6 +246,8 @@ class MemoryTools:
                     z_q=h.z_q,
                     score=h.score,
                     expected=h.expected,
+                    updated_by=h.memory.updated_by if isinstance(h.memory, Note) else None,
+                    newer_than=h.newer_than,
                 )
                 for h in found.hits
             ]

@@ -61,7 +61,8 @@ def format_memory(
     if isinstance(memory, Procedure):
         return _procedure(memory, store, namespace, max_steps)
     if isinstance(memory, Note):
-        lines = [f"Note: {_cut(memory.content)}"]
+        head = "Note (a newer note updates this one)" if memory.updated_by else "Note"
+        lines = [f"{head}: {_cut(memory.content)}"]
         if memory.context:
             lines.append(f"Context: {_cut(memory.context)}")
         if memory.keywords:
