@@ -283,12 +283,14 @@ class _Table:
         )
         rarest = min((rows for rows, _ in parts), key=len)
         allowed = scoring.allowed(kinds, include_obsolete)
-        # A floor at or below the k-th best score: the k-th best of the rarest term's rows (a
-        # subset of the matches, so its k-th best is no better). Only the rows that reach it
-        # are partitioned, a few of the many a common word matches.
+        # A floor at or below the k-th best score: the k-th best of some of the rarest term's
+        # rows (a subset of the matches, so its k-th best is no better; every few of them
+        # where they run to thousands). Only the rows that reach it are partitioned, a few of
+        # the many a common word matches.
         floor = 0.0
         if len(rarest) > 4 * k:
-            held = scores[rarest[allowed[rarest]]]
+            sample = rarest[:: max(1, len(rarest) // (100 * k))]
+            held = scores[sample[allowed[sample]]]
             if len(held) >= k:
                 floor = _kth_best(held, k)
         found = np.flatnonzero(((scores >= floor) if floor > 0 else (scores > 0)) & allowed)
