@@ -209,7 +209,13 @@ class Corpus:
         return by_best(ordered)
 
     def reset_q(self, granularity: str) -> None:
-        self.mem.store.upsert(self.notes[granularity], keep_utility=False)
+        """Every note's utility back to what it was when written; the rest as stored now (a
+        later note may have marked an earlier one updated_by it since)."""
+        first = {n.id: n for n in self.notes[granularity]}
+        now = self.mem.store.get_many(granularity, list(first))
+        fields = ("q", "q_updates", "uses", "successes")
+        reset = [m.model_copy(update={f: getattr(first[m.id], f) for f in fields}) for m in now]
+        self.mem.store.upsert(reset, keep_utility=False)
 
     def learn(
         self,

@@ -51,6 +51,10 @@ matrix, Neo4j's vector index) underflow or overflow."""
 PropValue: TypeAlias = str | int | float | bool | None
 _M = TypeVar("_M", bound=BaseModel)
 
+EVOLVED_INTO = "evolved into "
+"""Prefix of ``obsolete_reason`` of a version replaced by evolution or revision (the new id
+follows); :mod:`graphmem.ops.evolve` writes it."""
+
 CORRECTION_SOURCE = "adjustment"
 """``Memory.source`` of the procedures and steps ``update`` writes as corrections (Mem^p's
 "adjustment"), and of the edges that tie them in."""

@@ -25,6 +25,7 @@ from graphmem.llm import ops
 from graphmem.llm.schemas import Neighbour, NeighbourUpdate
 from graphmem.llm.usage import CallBudget
 from graphmem.models import (
+    EVOLVED_INTO,
     AnyMemory,
     Edge,
     EdgeKind,
@@ -48,8 +49,6 @@ log = logging.getLogger(__name__)
 EVOLVING_KINDS = (MemoryKind.NOTE, MemoryKind.PROCEDURE, MemoryKind.TIP, MemoryKind.TASK)
 """Kinds that evolve; Steps are reached through their procedure and Episodes are history."""
 
-EVOLVED_INTO = "evolved into "
-"""Prefix of ``obsolete_reason`` of a version replaced by evolution (the new id follows)."""
 
 _JOINED = (EdgeKind.LINKS_TO, EdgeKind.EVOLVED_FROM, EdgeKind.SUPERSEDES, EdgeKind.DISTILLED_FROM)
 _KEPT_ON_OLD = (EdgeKind.RETRIEVED, EdgeKind.EVOLVED_FROM, EdgeKind.SUPERSEDES)

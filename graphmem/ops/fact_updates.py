@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING
 from graphmem.config import FactUpdatesConfig
 from graphmem.keywords import STOP_WORDS
 from graphmem.models import (
+    EVOLVED_INTO,
     AnyMemory,
     Edge,
     EdgeKind,
@@ -367,7 +368,6 @@ def _updater(memory: AnyMemory, known: dict[str, AnyMemory]) -> Note | None:
 def _live(memory_id: str, known: dict[str, AnyMemory]) -> AnyMemory | None:
     """``memory_id``'s memory, or the version that replaced it when it evolved or was
     superseded; None when gone or demoted."""
-    from graphmem.ops.evolve import EVOLVED_INTO
     from graphmem.ops.obsolescence import SUPERSEDED_BY
 
     seen: set[str] = set()
@@ -386,7 +386,6 @@ def _live(memory_id: str, known: dict[str, AnyMemory]) -> AnyMemory | None:
 
 def _load_updaters(store: MemoryStore, namespace: Namespace, known: dict[str, AnyMemory]) -> None:
     """Read the updaters of the known notes (and their versions), a layer a read."""
-    from graphmem.ops.evolve import EVOLVED_INTO
     from graphmem.ops.obsolescence import SUPERSEDED_BY
 
     def wanted(m: AnyMemory) -> list[str]:
