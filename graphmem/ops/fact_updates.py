@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from graphmem.config import FactUpdatesConfig
@@ -75,6 +75,9 @@ OWN_VERSIONS = frozenset({"distill", "revise", "evolve", "consolidate"})
 
 MAX_CHAIN = 8
 """Updates followed from a retrieved note towards its newest version (reads, at most)."""
+
+_NOW = timedelta(seconds=5)
+"""A ``valid_at`` this close to the time of writing is "now" (add_note's default)."""
 
 _THREADS = 8
 """Neighbour look-ups at once on a store that answers reads in parallel (a server)."""
@@ -142,6 +145,15 @@ def stated_at(note: Note) -> datetime:
     return note.valid_at if note.valid_at is not None else note.created_at
 
 
+def _may_pair(note: Note) -> bool:
+    """Whether a just-written note can be one side of an update, before any read: the newer
+    side says a change; a note stated before it was written (a history loaded with its
+    dates) may be the older side of one written earlier. A note said now with no change in it
+    is neither, and costs no recall."""
+    stated_earlier = note.valid_at is not None and note.valid_at < note.created_at - _NOW
+    return stated_earlier or says_change(note.content)
+
+
 def _eligible(memory: AnyMemory, cfg: FactUpdatesConfig) -> bool:
     return (
         isinstance(memory, Note)
@@ -163,7 +175,11 @@ def link_updates(mem: MemoryContext, namespace: Namespace, notes: Sequence[Note]
     """Find and mark the notes that ``notes`` (just written) update or are updated by; the
     UPDATES edges written. Off when ``mem.config.fact_updates.enabled`` is False."""
     cfg = mem.config.fact_updates
-    fresh = [n for n in notes if cfg.enabled and _eligible(n, cfg) and subjects(n.content)]
+    fresh = [
+        n
+        for n in notes
+        if cfg.enabled and _eligible(n, cfg) and _may_pair(n) and subjects(n.content)
+    ]
     if not fresh:
         return []
     found = _recall_each(mem.store, namespace, fresh, cfg)
