@@ -41,7 +41,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -60,6 +59,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.similarity import cosine
+from graphmem.stores.base import read_each
 
 if TYPE_CHECKING:
     from graphmem.ops.context import MemoryContext
@@ -79,9 +79,6 @@ MAX_CHAIN = 8
 _NOW = timedelta(seconds=5)
 """A ``valid_at`` this close to the time of writing is "now" (add_note's default)."""
 
-_THREADS = 8
-"""Neighbour look-ups at once on a store that answers reads in parallel (a server)."""
-
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _SENTENCE = re.compile(r"[.!?;:\n]+(?:\s|$)")
 _FIRST_PERSON_TEXT = "i me my mine myself i'm i've i'd i'll im ive we us our ours we're we've"
@@ -93,6 +90,7 @@ _NOT_NAMES_TEXT = """
     friday saturday sunday january february march april june july august september october
     november december morning evening"""
 _NOT_NAMES = frozenset(_NOT_NAMES_TEXT.split())
+"""Capitalised words that start sentences or say when, not what a statement is about."""
 _CHANGE_TEXT = """
     now nowadays currently current anymore instead since newly moved relocated settled changed
     switched replaced upgraded swapped started joined quit retired promoted hired sold became
@@ -101,7 +99,6 @@ _CHANGE_WORDS = frozenset(_CHANGE_TEXT.split())
 _CHANGE_PHRASES = ("no longer", "these days", "not anymore", "any more")
 _EVENT_TIMES = ("yesterday", "last night", "tonight", "this morning", "this afternoon", "other day")
 """A "new" thing on a day ("a new recipe yesterday") is an event, not a changed fact."""
-"""Capitalised words that start sentences or say when, not what a statement is about."""
 
 
 def subjects(text: str) -> set[str]:
@@ -173,39 +170,26 @@ class _Pair:
 
 def link_updates(mem: MemoryContext, namespace: Namespace, notes: Sequence[Note]) -> list[Edge]:
     """Find and mark the notes that ``notes`` (just written) update or are updated by; the
-    UPDATES edges written. Off when ``mem.config.fact_updates.enabled`` is False."""
+    UPDATES edges written. Off when ``mem.config.fact_updates.enabled`` is False; notes whose
+    versions graphmem keeps itself (:data:`OWN_VERSIONS`) are passed over."""
     cfg = mem.config.fact_updates
     fresh = [
         n
         for n in notes
-        if cfg.enabled and _eligible(n, cfg) and _may_pair(n) and subjects(n.content)
+        if cfg.enabled
+        and n.source not in OWN_VERSIONS
+        and _eligible(n, cfg)
+        and _may_pair(n)
+        and subjects(n.content)
     ]
     if not fresh:
         return []
     found = _recall_each(mem.store, namespace, fresh, cfg)
-    best: dict[str, _Pair] = {}
     pairs: dict[tuple[str, str], _Pair] = {}
     for note, recalled in zip(fresh, found, strict=True):
         for pair in _pairs(note, recalled, cfg):
             pairs[(pair.newer.id, pair.older.id)] = pair
-            held = best.get(pair.older.id)
-            if held is None or pair.sim > held.sim:
-                best[pair.older.id] = pair
-    if not pairs:
-        return []
-    now = utcnow().isoformat()
-    edges = [
-        Edge(
-            namespace=namespace,
-            kind=EdgeKind.UPDATES,
-            src=p.newer.id,
-            dst=p.older.id,
-            props={"at": now, "sim": round(p.sim, 4), "subject": p.subject, "source": "rules"},
-        )
-        for p in pairs.values()
-    ]
-    mark(mem.store, namespace, edges, {old: p.newer.id for old, p in best.items()})
-    return edges
+    return _write(mem, namespace, list(pairs.values()), "rules")
 
 
 def judged_updates(
@@ -220,23 +204,39 @@ def judged_updates(
     (``note`` on a tie: it was said last) updates the other. The UPDATES edges written."""
     if not mem.config.fact_updates.enabled:
         return []
-    now = utcnow().isoformat()
-    edges: list[Edge] = []
-    best: dict[str, tuple[float, str]] = {}
+    pairs = []
     for other, sim, reason in judged:
         if not isinstance(other, Note) or other.id == note.id or other.obsolete:
             continue
         newer, older = (other, note) if stated_at(other) > stated_at(note) else (note, other)
-        props = {"at": now, "sim": round(sim, 4), "subject": reason[:80], "source": by}
+        pairs.append(_Pair(newer=newer, older=older, sim=sim, subject=reason[:80]))
+    return _write(mem, namespace, pairs, by)
+
+
+def _write(
+    mem: MemoryContext, namespace: Namespace, pairs: Sequence[_Pair], source: str
+) -> list[Edge]:
+    """An UPDATES edge for each pair, and each older note pointed at its most similar
+    updater (:func:`mark`); the edges written."""
+    if not pairs:
+        return []
+    now = utcnow().isoformat()
+    edges = []
+    best: dict[str, _Pair] = {}
+    for p in pairs:
+        props = {"at": now, "sim": round(p.sim, 4), "subject": p.subject, "source": source}
         edges.append(
             Edge(
-                namespace=namespace, kind=EdgeKind.UPDATES, src=newer.id, dst=older.id, props=props
+                namespace=namespace,
+                kind=EdgeKind.UPDATES,
+                src=p.newer.id,
+                dst=p.older.id,
+                props=props,
             )
         )
-        if older.id not in best or sim > best[older.id][0]:
-            best[older.id] = (sim, newer.id)
-    if edges:
-        mark(mem.store, namespace, edges, {old: new for old, (_, new) in best.items()})
+        if p.older.id not in best or p.sim > best[p.older.id].sim:
+            best[p.older.id] = p
+    mark(mem.store, namespace, edges, {old: p.newer.id for old, p in best.items()})
     return edges
 
 
@@ -272,7 +272,8 @@ def _held_sim(store: MemoryStore, namespace: Namespace, older: Note) -> float:
 def _recall_each(
     store: MemoryStore, namespace: Namespace, notes: Sequence[Note], cfg: FactUpdatesConfig
 ) -> list[list[Recall]]:
-    """Each note's nearest notes (itself among them), from several threads on a server."""
+    """Each note's nearest notes (itself among them), from several threads on a server
+    (:func:`~graphmem.stores.base.read_each`)."""
 
     def near(note: Note) -> list[Recall]:
         assert note.embedding is not None
@@ -284,10 +285,7 @@ def _recall_each(
             min_sim=cfg.min_similarity,
         )
 
-    if len(notes) < 2 or not getattr(store, "parallel_reads", False):
-        return [near(n) for n in notes]
-    with ThreadPoolExecutor(min(_THREADS, len(notes))) as pool:
-        return list(pool.map(near, notes))
+    return read_each(store, near, notes)
 
 
 def _pairs(note: Note, recalled: Sequence[Recall], cfg: FactUpdatesConfig) -> list[_Pair]:
@@ -381,36 +379,39 @@ def _updater(memory: AnyMemory, known: dict[str, AnyMemory]) -> Note | None:
     return target if isinstance(target, Note) and target.id != memory.id else None
 
 
+def _replaced_by(memory: AnyMemory) -> str | None:
+    """The id of the version that replaced an obsolete memory (it evolved, or was superseded);
+    None for a live one, or one demoted with nothing in its place."""
+    from graphmem.ops.obsolescence import SUPERSEDED_BY
+
+    reason = (memory.obsolete_reason or "") if memory.obsolete else ""
+    for prefix in (EVOLVED_INTO, SUPERSEDED_BY):
+        if reason.startswith(prefix):
+            return reason[len(prefix) :].strip()
+    return None
+
+
 def _live(memory_id: str, known: dict[str, AnyMemory]) -> AnyMemory | None:
     """``memory_id``'s memory, or the version that replaced it when it evolved or was
     superseded; None when gone or demoted."""
-    from graphmem.ops.obsolescence import SUPERSEDED_BY
-
     seen: set[str] = set()
     memory = known.get(memory_id)
     while memory is not None and memory.obsolete and memory.id not in seen:
         seen.add(memory.id)
-        reason = memory.obsolete_reason or ""
-        for prefix in (EVOLVED_INTO, SUPERSEDED_BY):
-            if reason.startswith(prefix):
-                memory = known.get(reason[len(prefix) :].strip())
-                break
-        else:
+        replacement = _replaced_by(memory)
+        if replacement is None:
             return None
+        memory = known.get(replacement)
     return None if memory is None or memory.obsolete else memory
 
 
 def _load_updaters(store: MemoryStore, namespace: Namespace, known: dict[str, AnyMemory]) -> None:
     """Read the updaters of the known notes (and their versions), a layer a read."""
-    from graphmem.ops.obsolescence import SUPERSEDED_BY
 
     def wanted(m: AnyMemory) -> list[str]:
         ids = [m.updated_by] if isinstance(m, Note) and m.updated_by else []
-        reason = m.obsolete_reason or "" if m.obsolete else ""
-        for prefix in (EVOLVED_INTO, SUPERSEDED_BY):
-            if reason.startswith(prefix):
-                ids.append(reason[len(prefix) :].strip())
-        return ids
+        replacement = _replaced_by(m)
+        return ids if replacement is None else [*ids, replacement]
 
     frontier = list(known.values())
     for _ in range(MAX_CHAIN):

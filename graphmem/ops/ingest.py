@@ -46,7 +46,7 @@ from graphmem.models import (
     utcnow,
 )
 from graphmem.ops.similarity import cosines
-from graphmem.stores.base import MemoryStore, Recall
+from graphmem.stores.base import MemoryStore, Recall, read_each
 
 if TYPE_CHECKING:
     from graphmem.config import MemoryConfig
@@ -173,11 +173,10 @@ def add_notes(
             live = mem.store.get(namespace, merged or note.id)
             assert isinstance(live, Note)
             fresh[digest] = live
-    from graphmem.ops.fact_updates import OWN_VERSIONS, link_updates
+    from graphmem.ops.fact_updates import link_updates
 
-    told = [n for n in fresh.values() if n.source not in OWN_VERSIONS and not n.obsolete]
-    later = {e.dst for e in link_updates(mem, namespace, told)}
-    if later & {n.id for n in told}:  # older than a note already stored: read them again
+    later = {e.dst for e in link_updates(mem, namespace, list(fresh.values()))}
+    if later & {n.id for n in fresh.values()}:  # older than one stored: read them again
         again = {m.id: m for m in mem.store.get_many(namespace, list(later))}
         for digest, note in list(fresh.items()):
             updated = again.get(note.id)
@@ -187,22 +186,13 @@ def add_notes(
     return out, [n.id for n in fresh.values()]
 
 
-_LOOKUP_THREADS = 8
-"""Hash look-ups at once on a store that answers reads in parallel (a server)."""
-
-
 def _find_by_hash(
     store: MemoryStore, namespace: str, kind: MemoryKind, digests: list[str]
 ) -> list[tuple[str, AnyMemory | None]]:
     """(digest, the stored memory of ``kind`` with it or None) for each digest. A server
-    store (``parallel_reads``) is asked from several threads: one round trip a look-up made
-    them 60 % of a batch of 300 notes on Neo4j."""
-    if len(digests) < 2 or not getattr(store, "parallel_reads", False):
-        return [(d, store.find_by_hash(namespace, kind, d)) for d in digests]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(min(_LOOKUP_THREADS, len(digests))) as pool:
-        found = list(pool.map(lambda d: store.find_by_hash(namespace, kind, d), digests))
+    store is asked from several threads (:func:`~graphmem.stores.base.read_each`): one round
+    trip a look-up made them 60 % of a batch of 300 notes on Neo4j."""
+    found = read_each(store, lambda d: store.find_by_hash(namespace, kind, d), digests)
     return list(zip(digests, found, strict=True))
 
 

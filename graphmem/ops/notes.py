@@ -114,10 +114,8 @@ def _reread(mem: MemoryContext, namespace: Namespace, memory_id: str) -> Note:
 def _with_updates(mem: MemoryContext, namespace: Namespace, note: Note) -> Note:
     """``note`` after :func:`graphmem.ops.fact_updates.link_updates` (read again when an older
     note told of a later time turned it into the older one)."""
-    from graphmem.ops.fact_updates import OWN_VERSIONS, link_updates
+    from graphmem.ops.fact_updates import link_updates
 
-    if note.source in OWN_VERSIONS:
-        return note
     edges = link_updates(mem, namespace, [note])
     return _reread(mem, namespace, note.id) if any(e.dst == note.id for e in edges) else note
 

@@ -708,6 +708,24 @@ def _short(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+PARALLEL_READS = 8
+"""Reads at once that :func:`read_each` asks of a store answering reads in parallel."""
+
+R = TypeVar("R")
+
+
+def read_each(store: object, read: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``read(item)`` for each item, in order: from up to :data:`PARALLEL_READS` threads on a
+    store whose reads run in parallel (``parallel_reads``: a server, where one round trip a
+    read dominates a batch), one after another on any other."""
+    if len(items) < 2 or not getattr(store, "parallel_reads", False):
+        return [read(item) for item in items]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(min(PARALLEL_READS, len(items))) as pool:
+        return list(pool.map(read, items))
+
+
 def upsert_batch(
     nodes: Sequence[AnyMemory], edges: Sequence[Edge]
 ) -> tuple[list[AnyMemory], list[Edge]]:
